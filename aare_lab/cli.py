@@ -1,0 +1,51 @@
+"""The ``aare-lab`` command line: one module per subcommand in `aare_lab.commands`.
+
+Exit codes: 0 success, 1 bad input or data (the message says what to change), 2 usage
+errors (from argparse), 3 capacity truncation with ``--on-truncation error``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import import_module
+
+from ._version import __version__
+
+COMMANDS = ("demo", "find", "compare")
+EXIT_BAD_INPUT = 1
+EXIT_TRUNCATED = 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="aare-lab",
+        description="Photon cluster finding for charge-integrating hybrid pixel detectors.",
+    )
+    parser.add_argument("--version", action="version", version=f"aare-lab {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        import_module(f".commands.{name}", __package__).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``aare-lab``; returns the exit code."""
+    from .capacity import TruncationError
+    from .pedestal import PedestalNotReady
+
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except TruncationError as err:
+        print(f"aare-lab {args.command}: {err}", file=sys.stderr)
+        return EXIT_TRUNCATED
+    except (FileNotFoundError, ValueError, TypeError, KeyError, ImportError,
+            PedestalNotReady) as err:
+        print(f"aare-lab {args.command}: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of the ``aare-lab`` CLI; each module has ``register(subparsers)``."""

@@ -1,0 +1,93 @@
+"""The per-pixel decision of ALGORITHM.md, shared by the serial and the frozen finder.
+
+A pixel's decision needs its window's maximum ``m`` and its sum ``tot`` taken in raster
+order of the window, starting from 0. Both finders build them with the same two
+accumulators: `window_rows` adds whole window rows for every pixel of an image row at
+once (the same per-pixel order, vectorised across pixels), `window_taps` continues one
+pixel's sums tap by tap. `classify` then turns them into a branch code.
+
+Twin: ``kernels/frozen.cu`` mirrors ``classify`` and ``store_window`` line for line.
+"""
+
+from numba import njit
+
+from .._arith import (
+    NEG_SKIP,
+    QUIET_UPDATE,
+    SHADOW,
+    TEST1_STORE,
+    TEST3_SKIP,
+    TEST3_STORE,
+    round_half_away,
+)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def classify(vp, thr_p, m, tot, c3):
+    """Branch code from the pixel's value, threshold, window maximum and window sum."""
+    if vp < -thr_p:
+        return NEG_SKIP
+    if m > thr_p:
+        return TEST1_STORE if vp == m else SHADOW
+    if tot > c3 * thr_p:
+        return TEST3_STORE if vp == m else TEST3_SKIP
+    return QUIET_UPDATE
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def window_rows(v, i, a_lo, a_hi, rx, tot, m):
+    """Add window rows ``a_lo..a_hi`` of every pixel in image row ``i`` to ``tot[i]``, ``m[i]``.
+
+    Taps outside the frame are skipped. Each pixel's additions happen in raster order of
+    its window, so ``tot`` is bit-identical to a tap-by-tap sum.
+    """
+    ny, nx = v.shape
+    trow = tot[i]
+    mrow = m[i]
+    for a in range(max(a_lo, -i), min(a_hi, ny - 1 - i) + 1):
+        vrow = v[i + a]
+        for b in range(-rx, rx + 1):
+            j0 = max(0, -b)
+            # Slices first: indices counted from 0 compile to vector loads and stores.
+            tseg = trow[j0:min(nx, nx - b)]
+            mseg = mrow[j0:min(nx, nx - b)]
+            vseg = vrow[j0 + b:]
+            for k in range(len(tseg)):
+                val = vseg[k]
+                tseg[k] += val
+                mseg[k] = max(mseg[k], val)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def window_taps(v, i, j, a_lo, a_hi, rx, tot, m):
+    """Continue one pixel's window sum and maximum over window rows ``a_lo..a_hi``."""
+    ny, nx = v.shape
+    for y in range(max(i + a_lo, 0), min(i + a_hi + 1, ny)):
+        for x in range(max(j - rx, 0), min(j + rx + 1, nx)):
+            val = v[y, x]
+            tot += val
+            m = max(m, val)
+    return tot, m
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def is_store(code):
+    """Whether a branch code stores a cluster."""
+    return code == TEST1_STORE or code == TEST3_STORE
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def store_window(v, i, j, ry, rx, round_values, out, k):
+    """Write the window of ``(i, j)`` into ``out[k]`` in raster order; outside taps are 0."""
+    ny, nx = v.shape
+    for a in range(2 * ry + 1):
+        yy = i - ry + a
+        for b in range(2 * rx + 1):
+            xx = j - rx + b
+            if 0 <= yy < ny and 0 <= xx < nx:
+                if round_values:
+                    out[k, a, b] = round_half_away(v[yy, xx])
+                else:
+                    out[k, a, b] = v[yy, xx]
+            else:
+                out[k, a, b] = 0

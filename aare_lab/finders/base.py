@@ -1,0 +1,257 @@
+"""What every finder shares: validation, chunking, capacity, branch maps, the result."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from typing import ClassVar, NamedTuple
+
+import numpy as np
+import xarray as xr
+from tqdm.auto import tqdm
+
+from ..capacity import ON_TRUNCATION, report_truncation, truncation_message
+from ..params import FinderParams
+from ..pedestal import Pedestal
+from ..results import make_result
+from ..sources import open_source
+
+NO_CAP = -1
+INITIAL_CLUSTER_ROWS = 4096
+
+
+class ClusterBatch(NamedTuple):
+    """What a finder found in one chunk of frames (NumPy arrays, owned by the batch)."""
+
+    frame_numbers: np.ndarray
+    n_found: np.ndarray
+    n_kept: np.ndarray
+    cluster_frame: np.ndarray
+    cluster_y: np.ndarray
+    cluster_x: np.ndarray
+    windows: np.ndarray
+    branch_maps: np.ndarray
+    branch_frames: np.ndarray
+
+
+def _branch_selection(branch_maps) -> bool | set[int]:
+    if branch_maps is None or branch_maps is False:
+        return False
+    if branch_maps is True:
+        return True
+    try:
+        return {int(f) for f in np.atleast_1d(np.asarray(branch_maps))}
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"branch_maps must be True, False/None, or frame numbers, got {branch_maps!r}"
+        ) from None
+
+
+class Finder(ABC):
+    """A cluster finder bound to a pedestal, which it advances frame by frame.
+
+    Parameters
+    ----------
+    pedestal
+        A trained `Pedestal`. The finder updates it in place, so a run split into several
+        `find` calls gives the same clusters as one call; use ``pedestal.copy()`` to run
+        several finders from the same dark.
+    n_sigma
+        Threshold in units of each pixel's noise.
+    cluster_size
+        ``(ny, nx)``, ``"NYxNX"`` or a side; both odd, 3..11.
+    max_clusters_per_frame
+        Capacity per frame (the first ones in raster order are kept); None: unbounded.
+    window_dtype
+        ``"int32"`` (rounded half away from zero), ``"float32"`` or ``"float64"``.
+    on_truncation
+        ``"warn"`` (default) or ``"error"`` when a frame exceeds the capacity.
+    chunk_frames
+        Frames handed to the compiled loop at a time; results do not depend on it.
+    """
+
+    name: ClassVar[str]
+
+    def __init__(self, pedestal: Pedestal, n_sigma: float = 5.0,
+                 cluster_size: int | str | tuple[int, int] = (3, 3),
+                 max_clusters_per_frame: int | None = None, *, window_dtype: str = "int32",
+                 on_truncation: str = "warn", chunk_frames: int = 64):
+        if not isinstance(pedestal, Pedestal):
+            raise TypeError(f"pedestal must be an aare_lab.Pedestal, got {type(pedestal).__name__}")
+        if on_truncation not in ON_TRUNCATION:
+            raise ValueError(f"on_truncation must be 'warn' or 'error', got {on_truncation!r}")
+        if isinstance(chunk_frames, bool) or not isinstance(chunk_frames, (int, np.integer)) \
+                or chunk_frames < 1:
+            raise ValueError(f"chunk_frames must be an integer >= 1, got {chunk_frames!r}")
+        self.pedestal = pedestal
+        self.params = FinderParams(n_sigma, cluster_size, max_clusters_per_frame, window_dtype)
+        self.on_truncation = on_truncation
+        self.chunk_frames = int(chunk_frames)
+        ny, nx = pedestal.frame_shape
+        t = pedestal.dtype.type
+        self._nsig = t(self.params.n_sigma)
+        cy, cx = self.params.cluster_size
+        self._c3 = np.sqrt(t(cy * cx))
+        self._xT = np.empty((ny, nx), pedestal.dtype)
+        self._v = np.empty((ny, nx), pedestal.dtype)
+        self._thr = np.empty((ny, nx), pedestal.dtype)
+        self._tot = np.empty((ny, nx), pedestal.dtype)
+        self._m = np.empty((ny, nx), pedestal.dtype)
+        self._codes = np.zeros((ny, nx), np.uint8)
+        self._out = None
+
+    def __repr__(self) -> str:
+        p = self.params
+        cap = p.max_clusters_per_frame
+        return (f"{type(self).__name__}(n_sigma={p.n_sigma}, cluster_size={p.cluster_size}, "
+                f"max_clusters_per_frame={cap}, {self.pedestal!r})")
+
+    # ----------------------------------------------------------------- public
+    def find(self, frames, frame_numbers: Iterable[int] | None = None, *,
+             branch_maps: bool | Iterable[int] | None = None,
+             progress: bool = True) -> xr.Dataset:
+        """Find clusters in ``frames`` and return the result Dataset.
+
+        Parameters
+        ----------
+        frames
+            A ``uint16`` stack ``(n, ny, nx)`` or frame, a path or spec understood by
+            `aare_lab.sources.open_source`, or a `FrameSource`.
+        frame_numbers
+            Numbers of the frames of an array (default 0, 1, 2, ...).
+        branch_maps
+            True for a branch map of every frame, or the frame numbers to map.
+        progress
+            Show a progress bar.
+
+        Returns
+        -------
+        xarray.Dataset
+            The clusters, ``n_found``/``n_kept`` per frame, provenance, and the branch maps
+            if asked (see `aare_lab.results`).
+
+        Raises
+        ------
+        PedestalNotReady
+            Before training is complete.
+        TruncationError
+            With ``on_truncation="error"``, when a frame exceeded the capacity.
+        """
+        batches = list(self.find_batches(frames, frame_numbers, branch_maps=branch_maps,
+                                         progress=progress))
+        return self._assemble(batches, branch_maps)
+
+    def find_batches(self, frames, frame_numbers: Iterable[int] | None = None, *,
+                     branch_maps: bool | Iterable[int] | None = None,
+                     progress: bool = False) -> Iterator[ClusterBatch]:
+        """Find clusters chunk by chunk, yielding a `ClusterBatch` per chunk.
+
+        For live use (spectra that grow while data arrive); parameters as in `find`.
+        Capacity overflows are recorded in each batch's ``n_found``/``n_kept``; nothing
+        is warned here, the caller reports them.
+        """
+        self.pedestal.require_ready()
+        if frame_numbers is not None:
+            frame_numbers = np.asarray(list(frame_numbers))
+        source = open_source(frames, frame_numbers=frame_numbers)
+        if tuple(source.frame_shape) != self.pedestal.frame_shape:
+            raise ValueError(
+                f"frames are {source.frame_shape[0]}x{source.frame_shape[1]} (ny x nx) but the "
+                f"pedestal is {self.pedestal.frame_shape[0]}x{self.pedestal.frame_shape[1]}"
+            )
+        wanted = _branch_selection(branch_maps)
+        with tqdm(total=source.n_frames, unit="frame", desc=f"{self.name} finder",
+                  disable=not progress) as bar:
+            for chunk in source.chunks(self.chunk_frames):
+                yield self.process_chunk(chunk.frames, chunk.numbers, wanted)
+                bar.update(len(chunk.numbers))
+
+    def process_chunk(self, frames: np.ndarray, numbers: np.ndarray,
+                      branch_maps: bool | set[int] = False) -> ClusterBatch:
+        """Run the compiled loop on one validated chunk ``(n, ny, nx)`` uint16."""
+        ped = self.pedestal
+        ped.require_ready()
+        n = frames.shape[0]
+        if branch_maps is True:
+            slot = np.arange(n, dtype=np.int64)
+        elif branch_maps:
+            hits = np.fromiter((int(f) in branch_maps for f in numbers), bool, n)
+            slot = np.where(hits, np.cumsum(hits) - 1, -1).astype(np.int64)
+        else:
+            slot = np.full(n, -1, np.int64)
+        n_maps = int((slot >= 0).sum())
+        maps = np.zeros((n_maps, *ped.frame_shape), np.uint8)
+        n_found = np.zeros(n, np.int64)
+        n_kept = np.zeros(n, np.int64)
+        cap = self.params.max_clusters_per_frame
+        win, ys, xs, fidx = self._buffers()
+        win, ys, xs, fidx, n_out = self._run(
+            frames, cap=NO_CAP if cap is None else cap, round_values=self.params.window_dtype == "int32",
+            win=win, ys=ys, xs=xs, fidx=fidx, n_found=n_found, n_kept=n_kept,
+            map_slot=slot, maps=maps)
+        self._out = (win, ys, xs, fidx)
+        return ClusterBatch(
+            frame_numbers=np.asarray(numbers, np.int64), n_found=n_found, n_kept=n_kept,
+            cluster_frame=np.asarray(numbers, np.int64)[fidx[:n_out]],
+            cluster_y=ys[:n_out].copy(), cluster_x=xs[:n_out].copy(),
+            windows=win[:n_out].copy(), branch_maps=maps,
+            branch_frames=np.asarray(numbers, np.int64)[slot >= 0],
+        )
+
+    # --------------------------------------------------------------- helpers
+    def _buffers(self):
+        if self._out is None:
+            cy, cx = self.params.cluster_size
+            rows = INITIAL_CLUSTER_ROWS
+            self._out = (np.empty((rows, cy, cx), np.dtype(self.params.window_dtype)),
+                         np.empty(rows, np.int32), np.empty(rows, np.int32),
+                         np.empty(rows, np.int64))
+        return self._out
+
+    def _kernel_args(self):
+        ped = self.pedestal
+        ry, rx = self.params.radius
+        return (ped.off, ped.s, ped.s2, ped.rms_fixed, ped.noise == "fixed", ped.N,
+                self._nsig, self._c3, ry, rx)
+
+    @abstractmethod
+    def _run(self, frames, *, cap, round_values, win, ys, xs, fidx, n_found, n_kept,
+             map_slot, maps):
+        """Call the compiled chunk loop; return ``(win, ys, xs, fidx, n_out)``."""
+
+    def _assemble(self, batches: list[ClusterBatch], branch_maps) -> xr.Dataset:
+        ped = self.pedestal
+        cy, cx = self.params.cluster_size
+
+        def cat(field, empty):
+            parts = [getattr(b, field) for b in batches]
+            return np.concatenate(parts) if parts else empty
+
+        numbers = cat("frame_numbers", np.zeros(0, np.int64))
+        n_found = cat("n_found", np.zeros(0, np.int64))
+        n_kept = cat("n_kept", np.zeros(0, np.int64))
+        want = _branch_selection(branch_maps)
+        ds = make_result(
+            finder=self.name, params=self.params, pedestal_dtype=ped.dtype.name,
+            noise=ped.noise, n_pedestal=ped.n_pedestal, frame_shape=ped.frame_shape,
+            frame_numbers=numbers, n_found=n_found, n_kept=n_kept,
+            cluster_frame=cat("cluster_frame", np.zeros(0, np.int64)),
+            cluster_y=cat("cluster_y", np.zeros(0, np.int32)),
+            cluster_x=cat("cluster_x", np.zeros(0, np.int32)),
+            windows=cat("windows", np.zeros((0, cy, cx), np.dtype(self.params.window_dtype))),
+            branch_maps=cat("branch_maps", np.zeros((0, *ped.frame_shape), np.uint8))
+            if want else None,
+            branch_frames=cat("branch_frames", np.zeros(0, np.int64)) if want else None,
+        )
+        if isinstance(want, set):
+            missing = sorted(want - set(numbers.tolist()))
+            if missing:
+                import warnings
+
+                warnings.warn(f"branch maps were requested for frames not in this run: "
+                              f"{missing[:20]}{' ...' if len(missing) > 20 else ''}",
+                              stacklevel=3)
+        message = truncation_message(numbers, n_found, n_kept,
+                                     self.params.max_clusters_per_frame)
+        report_truncation(message, self.on_truncation, ds)
+        return ds

@@ -1,0 +1,45 @@
+"""The frozen CPU finder: the GPU's timing model on the CPU, rows in parallel."""
+
+import numba
+import numpy as np
+
+from ._frozen import frozen_chunk
+from .base import Finder
+
+
+class FrozenFinder(Finder):
+    """Every read in a frame sees the frame-start pedestal; updates apply after the frame.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        As for `Finder`.
+    threads
+        Threads for the row-parallel loops (default: Numba's, i.e. all cores). The
+        output does not depend on it.
+    """
+
+    name = "frozen"
+
+    def __init__(self, *args, threads: int | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if threads is not None and (isinstance(threads, bool) or not 1 <= threads <= numba.config.NUMBA_NUM_THREADS):
+            raise ValueError(
+                f"threads must be between 1 and {numba.config.NUMBA_NUM_THREADS}, got {threads!r}"
+            )
+        self.threads = threads
+        ny = self.pedestal.frame_shape[0]
+        self._row_counts = np.zeros(ny, np.int64)
+        self._row_start = np.zeros(ny, np.int64)
+
+    def _run(self, frames, *, cap, round_values, win, ys, xs, fidx, n_found, n_kept,
+             map_slot, maps):
+        previous = numba.get_num_threads()
+        numba.set_num_threads(self.threads or numba.config.NUMBA_NUM_THREADS)
+        try:
+            return frozen_chunk(frames, *self._kernel_args(), cap, round_values,
+                                self._xT, self._v, self._thr, self._tot, self._m, self._codes,
+                                self._row_counts, self._row_start,
+                                win, ys, xs, fidx, 0, n_found, n_kept, map_slot, maps)
+        finally:
+            numba.set_num_threads(previous)

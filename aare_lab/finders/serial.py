@@ -1,0 +1,19 @@
+"""The serial CPU finder (PSI aare's classic ClusterFinder timing model)."""
+
+from ._serial import serial_chunk
+from .base import Finder
+
+
+class SerialFinder(Finder):
+    """Pixels in raster order; each read sees the updates of pixels scanned before it.
+
+    Single-threaded by nature. Parameters as in `Finder`.
+    """
+
+    name = "serial"
+
+    def _run(self, frames, *, cap, round_values, win, ys, xs, fidx, n_found, n_kept,
+             map_slot, maps):
+        return serial_chunk(frames, *self._kernel_args(), cap, round_values,
+                            self._xT, self._v, self._thr, self._tot, self._m, self._codes,
+                            win, ys, xs, fidx, 0, n_found, n_kept, map_slot, maps)

@@ -1,0 +1,202 @@
+"""The per-pixel pedestal (dark level and noise) of ALGORITHM.md.
+
+Training accumulates exact float64 sums over the first ``n_pedestal`` dark frames. When it
+completes the state becomes ``(off, s, s2)`` in the pedestal dtype: for float32 it is centred
+on the rounded mean ``off`` (so that ``E[x²] − mean²`` does not cancel at pedestal levels of
+thousands of ADU), for float64 ``off`` is 0 and ``s``, ``s2`` are the plain sums. Afterwards
+every pushed value moves the state by an exponential moving average over ``n_pedestal``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ._arith import rms_map, update_frame
+from .frames import as_frame_stack
+
+PEDESTAL_DTYPES = ("float64", "float32")
+NOISE_MODES = ("running", "fixed")
+
+
+class PedestalNotReady(RuntimeError):
+    """Raised when clusters are requested before the pedestal is trained."""
+
+
+class PedestalSnapshot(NamedTuple):
+    """A copy of what the pedestal says about each pixel."""
+
+    mean: np.ndarray
+    rms: np.ndarray
+    n_frames: int
+
+
+def _round_half_away(a: np.ndarray) -> np.ndarray:
+    mag = np.abs(a)
+    t = np.floor(mag)
+    t += mag - t >= 0.5
+    return np.copysign(t, a)
+
+
+class Pedestal:
+    """Per-pixel pedestal state, trained on dark frames and tracked afterwards.
+
+    Parameters
+    ----------
+    frame_shape
+        ``(ny, nx)`` of the frames.
+    n_pedestal
+        The pedestal window N: dark frames needed for training and the EMA length.
+    dtype
+        ``"float64"`` or ``"float32"`` (centred on a per-pixel integer offset).
+    noise
+        ``"running"``: the rms follows the state every frame; ``"fixed"``: the rms is
+        frozen when training completes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ped = Pedestal((4, 5), n_pedestal=2)
+    >>> ped.push_dark(np.full((2, 4, 5), 1000, dtype=np.uint16))
+    >>> ped.ready, float(ped.mean[0, 0]), float(ped.rms[0, 0])
+    (True, 1000.0, 0.0)
+    """
+
+    def __init__(self, frame_shape: tuple[int, int], n_pedestal: int = 1000,
+                 dtype: str = "float64", noise: str = "running"):
+        shape = tuple(int(n) for n in frame_shape)
+        if len(shape) != 2 or min(shape) < 1:
+            raise ValueError(f"frame_shape must be (ny, nx) with ny, nx >= 1, got {frame_shape!r}")
+        if isinstance(n_pedestal, bool) or not isinstance(n_pedestal, (int, np.integer)) \
+                or n_pedestal < 1:
+            raise ValueError(f"n_pedestal must be an integer >= 1, got {n_pedestal!r}")
+        dtype_name = np.dtype(dtype).name if dtype in (np.float32, np.float64) else dtype
+        if dtype_name not in PEDESTAL_DTYPES:
+            raise ValueError(f"pedestal dtype must be 'float64' or 'float32', got {dtype!r}")
+        if noise not in NOISE_MODES:
+            raise ValueError(f"noise must be 'running' or 'fixed', got {noise!r}")
+        self.frame_shape = shape
+        self.n_pedestal = int(n_pedestal)
+        self.dtype = np.dtype(dtype_name)
+        self.noise = noise
+        self.n_frames = 0
+        self._sum = np.zeros(shape, np.float64)
+        self._sum2 = np.zeros(shape, np.float64)
+        self.off = self.s = self.s2 = None
+        self.rms_fixed = np.zeros((0, 0), self.dtype)
+        self._xT = np.empty(shape, self.dtype)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def ready(self) -> bool:
+        """Whether training is complete (every pixel has N dark samples)."""
+        return self.s is not None
+
+    @property
+    def N(self):
+        """The pedestal window as a scalar of the pedestal dtype."""
+        return self.dtype.type(self.n_pedestal)
+
+    def require_ready(self) -> None:
+        """Raise `PedestalNotReady` unless training is complete."""
+        if not self.ready:
+            raise PedestalNotReady(
+                f"pedestal not ready: {self.n_frames} of {self.n_pedestal} dark frames pushed; "
+                f"push {self.n_pedestal - self.n_frames} more with push_dark() before finding "
+                "clusters"
+            )
+
+    @property
+    def mean(self) -> np.ndarray:
+        """Current pedestal mean per pixel (a copy; float64 while training)."""
+        if not self.ready:
+            return self._training_mean()
+        return self.off + self.s / self.N
+
+    @property
+    def rms(self) -> np.ndarray:
+        """Current noise per pixel: the kept rms with ``noise="fixed"``, else the running one."""
+        if not self.ready:
+            mean = self._training_mean()
+            var = self._sum2 / max(self.n_frames, 1) - mean * mean
+            return np.sqrt(np.maximum(var, 0.0))
+        if self.noise == "fixed":
+            return self.rms_fixed.copy()
+        out = np.empty(self.frame_shape, self.dtype)
+        rms_map(self.s, self.s2, self.N, out)
+        return out
+
+    def snapshot(self) -> PedestalSnapshot:
+        """Mean, rms and the number of dark frames pushed, as NumPy copies."""
+        return PedestalSnapshot(self.mean, self.rms, self.n_frames)
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The raw state (``off``, ``s``, ``s2`` and, with fixed noise, ``rms_fixed``), copied.
+
+        Two pedestals that went through the same frames with the same model hold
+        bit-identical state; tests compare this.
+        """
+        self.require_ready()
+        out = {"off": self.off.copy(), "s": self.s.copy(), "s2": self.s2.copy()}
+        if self.noise == "fixed":
+            out["rms_fixed"] = self.rms_fixed.copy()
+        return out
+
+    def copy(self) -> Pedestal:
+        """An independent pedestal in the same state (to run several finders from one dark)."""
+        new = Pedestal(self.frame_shape, self.n_pedestal, self.dtype.name, self.noise)
+        new.n_frames = self.n_frames
+        new._sum, new._sum2 = self._sum.copy(), self._sum2.copy()
+        if self.ready:
+            new.off, new.s, new.s2 = self.off.copy(), self.s.copy(), self.s2.copy()
+            new.rms_fixed = self.rms_fixed.copy()
+        return new
+
+    def __repr__(self) -> str:
+        status = "ready" if self.ready else f"training {self.n_frames}/{self.n_pedestal}"
+        return (f"Pedestal({self.frame_shape[0]}x{self.frame_shape[1]}, N={self.n_pedestal}, "
+                f"{self.dtype.name}, noise={self.noise!r}, {status})")
+
+    # ---------------------------------------------------------------- pushing
+    def push_dark(self, frames) -> None:
+        """Push dark (no-photon) frames: training until N are in, EMA updates after.
+
+        Parameters
+        ----------
+        frames
+            One ``uint16`` frame ``(ny, nx)`` or a stack ``(n, ny, nx)``.
+        """
+        stack = as_frame_stack(frames, self.frame_shape, what="dark frames")
+        for frame in stack:
+            if self.ready:
+                update_frame(frame, self.off, self.s, self.s2, self.N, self._xT)
+            else:
+                self._train(frame)
+            self.n_frames += 1
+
+    def _train(self, frame: np.ndarray) -> None:
+        x = frame.astype(np.float64)
+        self._sum += x
+        self._sum2 += x * x
+        if self.n_frames + 1 == self.n_pedestal:
+            self._finish_training()
+
+    def _training_mean(self) -> np.ndarray:
+        return self._sum / max(self.n_frames, 1)
+
+    def _finish_training(self) -> None:
+        n = np.float64(self.n_pedestal)
+        total, total2 = self._sum, self._sum2
+        if self.dtype == np.float32:
+            off = _round_half_away(total / n)
+            self.off = off.astype(np.float32)
+            self.s = (total - n * off).astype(np.float32)
+            self.s2 = (total2 - 2 * off * total + n * off * off).astype(np.float32)
+        else:
+            self.off = np.zeros(self.frame_shape, np.float64)
+            self.s = total.copy()
+            self.s2 = total2.copy()
+        if self.noise == "fixed":
+            self.rms_fixed = np.empty(self.frame_shape, self.dtype)
+            rms_map(self.s, self.s2, self.N, self.rms_fixed)

@@ -1,0 +1,106 @@
+"""Frame sources: frames and their frame numbers, read in chunks from arrays and files.
+
+`open_source` picks the source for an array or a file name; `split_dark` divides one
+into dark and data frames.
+"""
+
+from __future__ import annotations
+
+import re
+from os import PathLike, fspath
+
+import h5py
+import numpy as np
+
+from .arrays import ArraySource
+from .base import FrameChunk, FrameSource, SourceView, existing_file, split_dark
+from .hdf5 import Hdf5Source, list_stacks
+from .npy import NpySource, NpzSource
+from .raw import RawSource
+
+__all__ = [
+    "ArraySource",
+    "FrameChunk",
+    "FrameSource",
+    "Hdf5Source",
+    "NpySource",
+    "NpzSource",
+    "RawSource",
+    "SourceView",
+    "open_source",
+    "split_dark",
+]
+
+SUPPORTED = (
+    "a NumPy array, a FrameSource, or a file: 'frames.npy', 'frames.npz', "
+    "'file.h5:/path/to/dataset' (also .hdf5, .nxs), or an slsDetector master file "
+    "'run_master_0.json' (or .raw)"
+)
+
+_HDF5 = re.compile(r"(?P<file>.*\.(?:h5|hdf5|nxs))(?::(?P<dataset>.+))?", re.IGNORECASE)
+
+
+def open_source(spec, *, key: str | None = None, frame_numbers=None) -> FrameSource:
+    """Open frames given as an array, a source or a file name.
+
+    Parameters
+    ----------
+    spec
+        A NumPy array (2-D frame or 3-D stack), a `FrameSource` (returned as it is), or a
+        path: ``.npy``, ``.npz``, ``file.h5:/dataset`` (``.hdf5``, ``.nxs``), or an
+        slsDetector master file ``*_master_*.json`` or ``*.raw``.
+    key
+        The member of an ``.npz`` file that holds the frames.
+    frame_numbers
+        One unique integer per frame, for arrays, ``.npy``, ``.npz`` and HDF5 files; for
+        HDF5 also the path of a dataset in the same file. Raw files and sources carry
+        their own.
+
+    Raises
+    ------
+    FileNotFoundError
+        For a missing file.
+    ValueError
+        For an unsupported spec, an HDF5 file without ``:/dataset`` (the message lists
+        its 3-D datasets), or an option the spec does not take; and as the sources do.
+    TypeError
+        For frames other than ``uint16``, and as the sources do.
+    """
+    if isinstance(spec, FrameSource):
+        _refuse_options(spec.describe(), key=key, frame_numbers=frame_numbers)
+        return spec
+    if isinstance(spec, np.ndarray):
+        _refuse_options("an array", key=key)
+        return ArraySource(spec, frame_numbers)
+    if not isinstance(spec, (str, PathLike)):
+        raise TypeError(f"cannot read frames from {type(spec).__name__}; give {SUPPORTED}")
+
+    text = fspath(spec)
+    lower = text.lower()
+    if lower.endswith(".npy"):
+        _refuse_options(text, key=key)
+        return NpySource(text, frame_numbers)
+    if lower.endswith(".npz"):
+        return NpzSource(text, key, frame_numbers)
+    if hdf5 := _HDF5.fullmatch(text):
+        _refuse_options(text, key=key)
+        return _open_hdf5(hdf5["file"], hdf5["dataset"], frame_numbers)
+    if lower.endswith(".raw") or re.search(r"_master_\d+\.json$", lower):
+        _refuse_options(text, key=key, frame_numbers=frame_numbers)
+        return RawSource(text)
+    raise ValueError(f"cannot read frames from '{text}'; give {SUPPORTED}")
+
+
+def _open_hdf5(path: str, dataset: str | None, frame_numbers) -> Hdf5Source:
+    if dataset is None:
+        with h5py.File(existing_file(path), "r") as file:
+            stacks = list_stacks(file)
+        raise ValueError(f"name the frames in '{path}' as '{path}:/path/to/dataset'; {stacks}")
+    return Hdf5Source(path, dataset, frame_numbers)
+
+
+def _refuse_options(what: str, **options) -> None:
+    """Refuse options that would otherwise be silently ignored."""
+    given = [name for name, value in options.items() if value is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)} cannot be used with {what}")

@@ -1,0 +1,90 @@
+"""slsDetector raw files (JUNGFRAU, MÖNCH, ...) read through PSI's aare package."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from os import PathLike
+
+import numpy as np
+
+from .base import FrameChunk, FrameSource, Reader, check_not_empty, existing_file
+
+
+def import_aare():
+    """Import aare, which is optional because only raw files need it."""
+    try:
+        import aare
+    except ImportError as err:
+        raise ImportError(
+            "reading slsDetector raw files needs PSI's aare package: "
+            'pip install "aare_lab[aare]"'
+        ) from err
+    return aare
+
+
+class RawSource(FrameSource):
+    """Frames of an slsDetector acquisition, with the frame numbers of its headers.
+
+    Parameters
+    ----------
+    path
+        The master file, ``*_master_<index>.json`` (or ``.raw`` for versions before 7).
+        aare finds the data files ``*_d<module>_f<file>_<index>.raw`` beside it and
+        assembles the modules into one frame.
+
+    Raises
+    ------
+    ImportError
+        When aare is not installed.
+    FileNotFoundError
+        For a missing master file.
+    ValueError
+        For a data file instead of the master file, a file aare cannot read, or one
+        without frames.
+    TypeError
+        For a bit depth other than 16.
+    """
+
+    def __init__(self, path: str | PathLike):
+        self.path = existing_file(path)
+        if "_master_" not in self.path.name:
+            raise ValueError(
+                f"'{self.path}' is not an slsDetector master file: open the "
+                "*_master_<index>.json (or .raw) file of the acquisition"
+            )
+        raw = self._open()
+        if raw.bitdepth != 16:
+            raise TypeError(
+                f"{self.describe()} has {raw.bitdepth}-bit pixels; frames must be 16-bit "
+                "raw detector counts"
+            )
+        self.n_frames = raw.total_frames
+        self.frame_shape = (raw.rows(), raw.cols())
+        check_not_empty(self.n_frames, (self.n_frames, *self.frame_shape), self.describe())
+        self.has_frame_numbers = True
+
+    def describe(self) -> str:
+        return f"'{self.path}'"
+
+    def _open(self):
+        aare = import_aare()
+        try:
+            return aare.RawFile(self.path)
+        except RuntimeError as err:
+            raise ValueError(f"aare cannot read {self.describe()}: {err}") from err
+
+    @contextmanager
+    def _reader(self) -> Iterator[Reader]:
+        # aare.RawFile rather than aare.File: only its read_n returns the headers.
+        raw = self._open()
+
+        def read(start: int, stop: int) -> FrameChunk:
+            raw.seek(start)
+            headers, frames = raw.read_n(stop - start)
+            # read_n labels the headers (modules, frames) but fills them frame after
+            # frame, so the flat order gives (frames, modules); all modules of a frame
+            # carry its number once aare has synchronised them.
+            numbers = np.ravel(headers["frameNumber"]).reshape(len(frames), -1)[:, 0]
+            return FrameChunk(numbers.astype(np.int64), frames)
+        yield read

@@ -1,0 +1,177 @@
+"""A plain-Python transcription of ../shared/ALGORITHM.md: slow and obviously correct.
+
+Written from the specification alone, one scalar at a time with NumPy scalar types, and
+independent of the Numba code: the float64 state keeps ``sum``, ``sum2`` and a cached
+``mean``, the float32 state is centred exactly as the page describes.
+"""
+
+import math
+
+import numpy as np
+
+NOT_PROCESSED, NEG_SKIP, SHADOW, TEST1_STORE, TEST3_STORE, TEST3_SKIP, QUIET_UPDATE = range(7)
+
+
+def rha(value) -> int:
+    """Round half away from zero, exactly (no x + 0.5 rounding trap)."""
+    f = float(value)
+    a = abs(f)
+    t = math.floor(a)
+    if a - t >= 0.5:
+        t += 1
+    return int(t) if f >= 0 else -int(t)
+
+
+class RefPedestal:
+    def __init__(self, shape, N, dtype="float64", noise="running"):
+        self.shape, self.N, self.dtype, self.noise = shape, N, dtype, noise
+        ny, nx = shape
+        self.sum = [[np.float64(0)] * nx for _ in range(ny)]
+        self.sum2 = [[np.float64(0)] * nx for _ in range(ny)]
+        self.mean_ = [[np.float64(0)] * nx for _ in range(ny)]
+        self.n = 0
+        self.trained = False
+
+    # -- training (float64 for both dtypes) --
+    def push_dark(self, frame):
+        ny, nx = self.shape
+        if not self.trained:
+            for i in range(ny):
+                for j in range(nx):
+                    x = np.float64(frame[i][j])
+                    self.sum[i][j] = self.sum[i][j] + x
+                    self.sum2[i][j] = self.sum2[i][j] + x * x
+                    self.mean_[i][j] = self.sum[i][j] / np.float64(self.n + 1)
+            self.n += 1
+            if self.n == self.N:
+                self._complete()
+        else:
+            for i in range(ny):
+                for j in range(nx):
+                    self.update(i, j, frame[i][j])
+
+    def _complete(self):
+        self.trained = True
+        ny, nx = self.shape
+        N = np.float64(self.N)
+        if self.dtype == "float32":
+            self.off = [[None] * nx for _ in range(ny)]
+            self.s = [[None] * nx for _ in range(ny)]
+            self.s2 = [[None] * nx for _ in range(ny)]
+            for i in range(ny):
+                for j in range(nx):
+                    sm, sm2 = self.sum[i][j], self.sum2[i][j]
+                    off = np.float64(rha(sm / N))
+                    self.off[i][j] = np.float32(off)
+                    self.s[i][j] = np.float32(sm - N * off)
+                    self.s2[i][j] = np.float32(sm2 - np.float64(2) * off * sm + N * off * off)
+        if self.noise == "fixed":
+            self.kept = [[self._rms_now(i, j) for j in range(nx)] for i in range(ny)]
+
+    def update(self, i, j, x):
+        if self.dtype == "float64":
+            N = np.float64(self.N)
+            xf = np.float64(x)
+            self.sum[i][j] = self.sum[i][j] + (xf - self.sum[i][j] / N)
+            self.sum2[i][j] = self.sum2[i][j] + (xf * xf - self.sum2[i][j] / N)
+            self.mean_[i][j] = self.sum[i][j] / N
+        else:
+            N = np.float32(self.N)
+            y = np.float32(x) - self.off[i][j]
+            self.s[i][j] = self.s[i][j] + (y - self.s[i][j] / N)
+            self.s2[i][j] = self.s2[i][j] + (y * y - self.s2[i][j] / N)
+
+    def _rms_now(self, i, j):
+        if self.dtype == "float64":
+            m = self.mean_[i][j]
+            var = self.sum2[i][j] / np.float64(self.N) - m * m
+            var = max(var, np.float64(0))
+            return np.sqrt(np.float64(var))
+        N = np.float32(self.N)
+        resid = self.s[i][j] / N
+        var = self.s2[i][j] / N - resid * resid
+        var = max(var, np.float32(0))
+        return np.sqrt(np.float32(var))
+
+    def rms(self, i, j):
+        return self.kept[i][j] if self.noise == "fixed" else self._rms_now(i, j)
+
+    def value(self, i, j, x):
+        """Pedestal-subtracted value of raw x at pixel (i, j)."""
+        if self.dtype == "float64":
+            return np.float64(x) - self.mean_[i][j]
+        resid = self.s[i][j] / np.float32(self.N)
+        return (np.float32(x) - self.off[i][j]) - resid
+
+    def state(self):
+        """(off, s, s2) as arrays comparable with aare_lab.Pedestal.state()."""
+        if self.dtype == "float64":
+            return {"off": np.zeros(self.shape), "s": np.array(self.sum, np.float64),
+                    "s2": np.array(self.sum2, np.float64)}
+        return {"off": np.array(self.off, np.float32), "s": np.array(self.s, np.float32),
+                "s2": np.array(self.s2, np.float32)}
+
+
+def find_frame(ped: RefPedestal, frame, n_sigma, cluster_size, model, cap=None):
+    """Process one frame; return (clusters [(y, x, window int32 list)], n_found, codes)."""
+    ny, nx = ped.shape
+    cy, cx = cluster_size
+    ry, rx = cy // 2, cx // 2
+    f32 = ped.dtype == "float32"
+    T = np.float32 if f32 else np.float64
+    nsig = T(n_sigma)
+    c3 = np.sqrt(T(cy * cx))
+    codes = [[NOT_PROCESSED] * nx for _ in range(ny)]
+    clusters = []
+    found = 0
+    if model == "frozen":
+        start_v = [[ped.value(i, j, frame[i][j]) for j in range(nx)] for i in range(ny)]
+        start_rms = [[ped.rms(i, j) for j in range(nx)] for i in range(ny)]
+        pending = []
+    for i in range(ny):
+        for j in range(nx):
+            if model == "frozen":
+                def val(a, b):
+                    return start_v[a][b]
+                rms = start_rms[i][j]
+            else:
+                def val(a, b):
+                    return ped.value(a, b, frame[a][b])
+                rms = ped.rms(i, j)
+            v = val(i, j)
+            thr = nsig * rms
+            if v < -thr:
+                codes[i][j] = NEG_SKIP
+                continue
+            m = None
+            tot = T(0)
+            window = []
+            for a in range(i - ry, i + ry + 1):
+                for b in range(j - rx, j + rx + 1):
+                    if 0 <= a < ny and 0 <= b < nx:
+                        q = val(a, b)
+                        m = q if m is None or q > m else m
+                        tot = tot + q
+                        window.append(q)
+                    else:
+                        window.append(None)
+            if m > thr:
+                code = TEST1_STORE if v == m else SHADOW
+            elif tot > c3 * thr:
+                code = TEST3_STORE if v == m else TEST3_SKIP
+            else:
+                code = QUIET_UPDATE
+            codes[i][j] = code
+            if code in (TEST1_STORE, TEST3_STORE):
+                found += 1
+                if cap is None or found <= cap:
+                    clusters.append((i, j, [0 if q is None else rha(q) for q in window]))
+            elif code == QUIET_UPDATE:
+                if model == "frozen":
+                    pending.append((i, j))
+                else:
+                    ped.update(i, j, frame[i][j])
+    if model == "frozen":
+        for i, j in pending:
+            ped.update(i, j, frame[i][j])
+    return clusters, found, codes
