@@ -24,33 +24,49 @@ QUIET_UPDATE = np.uint8(6)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def load_pixel(frame, off, s, s2, rms_fixed, fixed, N, nsig, xT, v, thr, i, j):
-    """Fill ``xT``, ``v`` (pedestal-subtracted) and ``thr`` (n_sigma * rms) of one pixel."""
-    xT[i, j] = frame[i, j]
-    resid = s[i, j] / N
-    v[i, j] = (xT[i, j] - off[i, j]) - resid
+def load_row(frame, off, s, s2, rms_fixed, fixed, N, nsig, xT, v, thr):
+    """Fill ``xT``, ``v`` (pedestal-subtracted) and ``thr`` (n_sigma * rms) of one row.
+
+    Arguments are 1-D rows; branch-free bodies let LLVM vectorise across pixels, which
+    changes no result: every pixel's operations and their order stay as specified.
+    """
+    zero = N - N
+    for j in range(len(frame)):
+        xT[j] = frame[j]
+        resid = s[j] / N
+        v[j] = (xT[j] - off[j]) - resid
     if fixed:
-        thr[i, j] = nsig * rms_fixed[i, j]
+        for j in range(len(frame)):
+            thr[j] = nsig * rms_fixed[j]
     else:
-        var = s2[i, j] / N - resid * resid
-        if var > 0:
-            thr[i, j] = nsig * np.sqrt(var)
-        else:
-            thr[i, j] = 0
+        for j in range(len(frame)):
+            resid = s[j] / N
+            var = max(s2[j] / N - resid * resid, zero)
+            thr[j] = nsig * np.sqrt(var)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def update_pixel(off, s, s2, N, xT, i, j):
-    """Push the value in ``xT`` into the pedestal of pixel ``(i, j)`` (EMA over N)."""
-    y = xT[i, j] - off[i, j]
-    s[i, j] += y - s[i, j] / N
-    s2[i, j] += y * y - s2[i, j] / N
+def pushed_row(off, s, s2, N, xT, new_s, new_s2, new_v):
+    """What one row's state and pedestal-subtracted value would be after pushing ``xT``.
+
+    The EMA update of ALGORITHM.md, ``s += y - s / N`` with ``y = x - off``, and the value a
+    later read of the pushed pixel sees, ``y - s / N``; computed for every pixel of the row
+    (branch-free, so vectorised) and applied by the caller where the pixel is quiet.
+    """
+    for j in range(len(xT)):
+        y = xT[j] - off[j]
+        new_s[j] = s[j] + (y - s[j] / N)
+        new_s2[j] = s2[j] + (y * y - s2[j] / N)
+        new_v[j] = y - new_s[j] / N
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def refresh_value(off, s, N, xT, v, i, j):
-    """Recompute ``v`` of a pixel from its (just updated) pedestal: the serial model's read."""
-    v[i, j] = (xT[i, j] - off[i, j]) - s[i, j] / N
+def update_masked_row(push, off, s, s2, N, xT, new_s, new_s2, new_v):
+    """Push ``xT`` into the pedestal of the pixels of one row where ``push`` is true."""
+    pushed_row(off, s, s2, N, xT, new_s, new_s2, new_v)
+    for j in range(len(push)):
+        s[j] = new_s[j] if push[j] else s[j]
+        s2[j] = new_s2[j] if push[j] else s2[j]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -68,13 +84,14 @@ def rms_map(s, s2, N, out):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def update_frame(frame, off, s, s2, N, xT):
+def update_frame(frame, off, s, s2, N, xT, new_s, new_s2, new_v):
     """Push a whole dark frame into a trained pedestal."""
-    ny, nx = frame.shape
-    for i in range(ny):
-        for j in range(nx):
+    for i in range(frame.shape[0]):
+        for j in range(frame.shape[1]):
             xT[i, j] = frame[i, j]
-            update_pixel(off, s, s2, N, xT, i, j)
+        pushed_row(off[i], s[i], s2[i], N, xT[i], new_s, new_s2, new_v)
+        s[i] = new_s
+        s2[i] = new_s2
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -48,9 +48,10 @@ def window_rows(v, i, a_lo, a_hi, rx, tot, m):
         vrow = v[i + a]
         for b in range(-rx, rx + 1):
             j0 = max(0, -b)
+            j1 = max(j0, min(nx, nx - b))
             # Slices first: indices counted from 0 compile to vector loads and stores.
-            tseg = trow[j0:min(nx, nx - b)]
-            mseg = mrow[j0:min(nx, nx - b)]
+            tseg = trow[j0:j1]
+            mseg = mrow[j0:j1]
             vseg = vrow[j0 + b:]
             for k in range(len(tseg)):
                 val = vseg[k]

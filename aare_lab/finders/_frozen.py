@@ -12,7 +12,7 @@ Twin: ``kernels/frozen.cu`` implements the same frame step on the GPU.
 import numpy as np
 from numba import njit, prange
 
-from .._arith import QUIET_UPDATE, load_pixel, update_pixel
+from .._arith import QUIET_UPDATE, load_row, update_masked_row
 from ._buffers import reserve
 from ._decision import classify, is_store, store_window, window_rows
 
@@ -25,14 +25,16 @@ def load_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, xT, v, thr, tot, m)
     ny, nx = frame.shape
     for row in prange(ny):
         i = np.int64(row)
+        load_row(frame[i], off[i], s[i], s2[i], rms_fixed[i], fixed, N, nsig, xT[i], v[i],
+                 thr[i])
         for j in range(nx):
-            load_pixel(frame, off, s, s2, rms_fixed, fixed, N, nsig, xT, v, thr, i, j)
-            tot[i, j] = v[i, j] - v[i, j]
+            tot[i, j] = 0
             m[i, j] = v[i, j]
 
 
 @njit(**PARALLEL)
-def classify_frame(off, s, s2, N, c3, ry, rx, xT, v, thr, tot, m, codes, row_counts):
+def classify_frame(off, s, s2, N, c3, ry, rx, xT, v, thr, tot, m, codes, row_counts,
+                   pushed):
     """Classify every pixel, push QUIET_UPDATE pixels, count stores per row."""
     ny, nx = v.shape
     for row in prange(ny):
@@ -42,11 +44,10 @@ def classify_frame(off, s, s2, N, c3, ry, rx, xT, v, thr, tot, m, codes, row_cou
         for j in range(nx):
             code = classify(v[i, j], thr[i, j], m[i, j], tot[i, j], c3)
             codes[i, j] = code
-            if code == QUIET_UPDATE:
-                update_pixel(off, s, s2, N, xT, i, j)
-            elif is_store(code):
-                count += 1
+            count += is_store(code)
         row_counts[i] = count
+        update_masked_row(codes[i] == QUIET_UPDATE, off[i], s[i], s2[i], N, xT[i],
+                          pushed[0, i], pushed[1, i], pushed[2, i])
 
 
 @njit(**PARALLEL)
@@ -69,19 +70,20 @@ def write_frame(v, codes, row_counts, row_start, kept, f, ry, rx, round_values,
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def frozen_chunk(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
-                 round_values, xT, v, thr, tot, m, codes, row_counts, row_start,
+                 round_values, xT, v, thr, tot, m, codes, pushed, row_counts, row_start,
                  win, ys, xs, fidx, n_out, n_found, n_kept, map_slot, maps):
     """Run the frozen model over ``frames`` (n, ny, nx), advancing the pedestal in place.
 
     Clusters are appended to ``win``/``ys``/``xs``/``fidx`` from row ``n_out`` on, in raster
     order of their centre, at most ``cap`` per frame (``cap < 0``: no capacity). ``tot``
-    and ``m`` are scratch of the frame's shape. Returns the (possibly reallocated)
+    and ``m`` are scratch of the frame's shape, ``pushed`` of shape (3, ny, nx). Returns the (possibly reallocated)
     buffers and the new row count.
     """
     nf, ny, nx = frames.shape
     for f in range(nf):
         load_frame(frames[f], off, s, s2, rms_fixed, fixed, N, nsig, xT, v, thr, tot, m)
-        classify_frame(off, s, s2, N, c3, ry, rx, xT, v, thr, tot, m, codes, row_counts)
+        classify_frame(off, s, s2, N, c3, ry, rx, xT, v, thr, tot, m, codes, row_counts,
+                       pushed)
         total = 0
         for i in range(ny):
             row_start[i] = total

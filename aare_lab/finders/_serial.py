@@ -2,52 +2,93 @@
 
 The decision is the frozen finder's (``_decision``); the difference is that a
 QUIET_UPDATE refreshes the pixel's pedestal-subtracted value at once, so pixels scanned
-later in the same frame read the updated mean. Window rows above the pixel's row are
-final when the row starts and are summed for the whole row at once; the pixel's own row
-and those below are continued tap by tap, because pixels to the left change as the row
-is scanned. This is PSI aare's classic ClusterFinder.
+later in the same frame read the updated mean. This is PSI aare's classic ClusterFinder.
+
+A row is processed in two steps that give exactly the sums of a tap-by-tap scan:
+
+1. Vectorised, for every pixel of the row: the window rows above (final: their pixels are
+   done), the own row with the left taps as they are once pushed, and the rows below
+   (untouched so far), added in the window's raster order.
+2. The scan in raster order: a pixel whose left taps in the row were all quiet (so pushed,
+   as step 1 assumed) takes its step-1 sums; the others, near photons, continue their
+   sums over the rows above tap by tap from the values as they are now. Quiet pixels are
+   pushed as they are passed.
 """
 
 from numba import njit
 
-from .._arith import QUIET_UPDATE, load_pixel, refresh_value, update_pixel
+from .._arith import QUIET_UPDATE, load_row, pushed_row
 from ._buffers import reserve
 from ._decision import classify, is_store, store_window, window_rows, window_taps
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def speculate_row(v, i, rx, pushed_v, tot, m):
+    """Add the own-row taps of row ``i``'s windows to ``tot``/``m``, left taps as pushed."""
+    nx = v.shape[1]
+    trow = tot[i]
+    mrow = m[i]
+    for b in range(-rx, rx + 1):
+        src = pushed_v if b < 0 else v[i]
+        j0 = max(0, -b)
+        j1 = max(j0, min(nx, nx - b))
+        tseg = trow[j0:j1]
+        mseg = mrow[j0:j1]
+        vseg = src[j0 + b:]
+        for k in range(len(tseg)):
+            val = vseg[k]
+            tseg[k] += val
+            mseg[k] = max(mseg[k], val)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def serial_chunk(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
-                 round_values, xT, v, thr, tot, m, codes,
+                 round_values, xT, v, thr, tot, m, codes, rows,
                  win, ys, xs, fidx, n_out, n_found, n_kept, map_slot, maps):
-    """Run the serial model over ``frames``; arguments as in ``frozen_chunk``."""
+    """Run the serial model over ``frames``; arguments as in ``frozen_chunk`` but for
+    ``rows``, row scratch of shape (5, nx)."""
     nf, ny, nx = frames.shape
+    new_s, new_s2, new_v, above_t, above_m = rows[0], rows[1], rows[2], rows[3], rows[4]
     for f in range(nf):
         frame = frames[f]
         for i in range(ny):
-            for j in range(nx):
-                load_pixel(frame, off, s, s2, rms_fixed, fixed, N, nsig, xT, v, thr, i, j)
+            load_row(frame[i], off[i], s[i], s2[i], rms_fixed[i], fixed, N, nsig, xT[i],
+                     v[i], thr[i])
         found = 0
         for i in range(ny):
             for j in range(nx):
-                tot[i, j] = v[i, j] - v[i, j]
+                tot[i, j] = 0
                 m[i, j] = v[i, j]
+            pushed_row(off[i], s[i], s2[i], N, xT[i], new_s, new_s2, new_v)
             window_rows(v, i, -ry, -1, rx, tot, m)
+            above_t[:] = tot[i]
+            above_m[:] = m[i]
+            speculate_row(v, i, rx, new_v, tot, m)
+            window_rows(v, i, 1, ry, rx, tot, m)
+            quiet_run = rx
             for j in range(nx):
-                t, mm = window_taps(v, i, j, 0, ry, rx, tot[i, j], m[i, j])
+                if quiet_run >= rx:
+                    t, mm = tot[i, j], m[i, j]
+                else:
+                    t, mm = window_taps(v, i, j, 0, ry, rx, above_t[j], above_m[j])
                 code = classify(v[i, j], thr[i, j], mm, t, c3)
                 codes[i, j] = code
                 if code == QUIET_UPDATE:
-                    update_pixel(off, s, s2, N, xT, i, j)
-                    refresh_value(off, s, N, xT, v, i, j)
-                elif is_store(code):
-                    if cap < 0 or found < cap:
-                        win, ys, xs, fidx = reserve(win, ys, xs, fidx, n_out + 1)
-                        store_window(v, i, j, ry, rx, round_values, win, n_out)
-                        ys[n_out] = i
-                        xs[n_out] = j
-                        fidx[n_out] = f
-                        n_out += 1
-                    found += 1
+                    s[i, j] = new_s[j]
+                    s2[i, j] = new_s2[j]
+                    v[i, j] = new_v[j]
+                    quiet_run += 1
+                else:
+                    quiet_run = 0
+                    if is_store(code):
+                        if cap < 0 or found < cap:
+                            win, ys, xs, fidx = reserve(win, ys, xs, fidx, n_out + 1)
+                            store_window(v, i, j, ry, rx, round_values, win, n_out)
+                            ys[n_out] = i
+                            xs[n_out] = j
+                            fidx[n_out] = f
+                            n_out += 1
+                        found += 1
         n_found[f] = found
         n_kept[f] = found if cap < 0 else min(found, cap)
         if map_slot[f] >= 0:

@@ -211,8 +211,11 @@ class Finder(ABC):
     def _kernel_args(self):
         ped = self.pedestal
         ry, rx = self.params.radius
-        return (ped.off, ped.s, ped.s2, ped.rms_fixed, ped.noise == "fixed", ped.N,
-                self._nsig, self._c3, ry, rx)
+        fixed = ped.noise == "fixed"
+        # With running noise the kept rms is never read; any array of the frame's shape
+        # and dtype fills its place.
+        rms_fixed = ped.rms_fixed if fixed else self._thr
+        return (ped.off, ped.s, ped.s2, rms_fixed, fixed, ped.N, self._nsig, self._c3, ry, rx)
 
     @abstractmethod
     def _run(self, frames, *, cap, round_values, win, ys, xs, fidx, n_found, n_kept,

@@ -1,5 +1,7 @@
 """The serial CPU finder (PSI aare's classic ClusterFinder timing model)."""
 
+import numpy as np
+
 from ._serial import serial_chunk
 from .base import Finder
 
@@ -12,8 +14,13 @@ class SerialFinder(Finder):
 
     name = "serial"
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._rows = np.empty((5, self.pedestal.frame_shape[1]), self.pedestal.dtype)
+
     def _run(self, frames, *, cap, round_values, win, ys, xs, fidx, n_found, n_kept,
              map_slot, maps):
         return serial_chunk(frames, *self._kernel_args(), cap, round_values,
                             self._xT, self._v, self._thr, self._tot, self._m, self._codes,
+                            self._rows,
                             win, ys, xs, fidx, 0, n_found, n_kept, map_slot, maps)
