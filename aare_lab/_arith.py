@@ -8,6 +8,11 @@ float32 state of ALGORITHM.md with the offset fixed at 0: ``x - 0`` is exact, an
 float32 or float64 arithmetic; writing a ``uint16`` into a state-typed buffer is the
 conversion ``float32(x)`` / ``float64(x)``.
 
+The functions work on one image row (1-D arrays) with branch-free bodies, so LLVM
+vectorises them across pixels; that changes no result, because every pixel's operations
+and their order stay as specified. No fused multiply-add: Numba compiles without
+fast-math, so ``a * b - c`` rounds twice, as the contract requires.
+
 Twin: ``kernels/frozen.cu`` mirrors these functions line for line.
 """
 
@@ -24,74 +29,74 @@ QUIET_UPDATE = np.uint8(6)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def load_row(frame, off, s, s2, rms_fixed, fixed, N, nsig, xT, v, thr):
-    """Fill ``xT``, ``v`` (pedestal-subtracted) and ``thr`` (n_sigma * rms) of one row.
-
-    Arguments are 1-D rows; branch-free bodies let LLVM vectorise across pixels, which
-    changes no result: every pixel's operations and their order stay as specified.
-    """
-    zero = N - N
+def values_row(frame, off, s, N, v):
+    """Pedestal-subtracted values ``v = (x - off) - s / N`` of one row."""
     for j in range(len(frame)):
-        xT[j] = frame[j]
-        resid = s[j] / N
-        v[j] = (xT[j] - off[j]) - resid
-    if fixed:
-        for j in range(len(frame)):
-            thr[j] = nsig * rms_fixed[j]
-    else:
-        for j in range(len(frame)):
-            resid = s[j] / N
-            var = max(s2[j] / N - resid * resid, zero)
-            thr[j] = nsig * np.sqrt(var)
+        v[j] = frame[j]
+        v[j] = (v[j] - off[j]) - s[j] / N
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def pushed_row(off, s, s2, N, xT, new_s, new_s2, new_v):
-    """What one row's state and pedestal-subtracted value would be after pushing ``xT``.
+def thresholds_row(s, s2, rms_fixed, fixed, N, nsig, thr):
+    """``n_sigma * rms`` of one row: the kept rms, or ``sqrt(max(s2/N - (s/N)², 0))``."""
+    if fixed:
+        for j in range(len(thr)):
+            thr[j] = nsig * rms_fixed[j]
+    else:
+        zero = N - N
+        for j in range(len(thr)):
+            resid = s[j] / N
+            thr[j] = nsig * np.sqrt(max(s2[j] / N - resid * resid, zero))
 
-    The EMA update of ALGORITHM.md, ``s += y - s / N`` with ``y = x - off``, and the value a
-    later read of the pushed pixel sees, ``y - s / N``; computed for every pixel of the row
-    (branch-free, so vectorised) and applied by the caller where the pixel is quiet.
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def pushed_row(frame, off, s, s2, N, new_s, new_s2, new_v):
+    """What one row's state and value would be after pushing the frame's values.
+
+    The EMA update ``s += y - s / N``, ``s2 += y * y - s2 / N`` with ``y = x - off``, and
+    the value a later read of the pushed pixel sees, ``y - s / N``; computed for every
+    pixel of the row and applied by the serial finder where the pixel is quiet.
     """
-    for j in range(len(xT)):
-        y = xT[j] - off[j]
+    for j in range(len(frame)):
+        new_v[j] = frame[j]
+        y = new_v[j] - off[j]
         new_s[j] = s[j] + (y - s[j] / N)
         new_s2[j] = s2[j] + (y * y - s2[j] / N)
         new_v[j] = y - new_s[j] / N
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def update_masked_row(push, off, s, s2, N, xT, new_s, new_s2, new_v):
-    """Push ``xT`` into the pedestal of the pixels of one row where ``push`` is true."""
-    pushed_row(off, s, s2, N, xT, new_s, new_s2, new_v)
-    for j in range(len(push)):
-        s[j] = new_s[j] if push[j] else s[j]
-        s2[j] = new_s2[j] if push[j] else s2[j]
+def update_quiet_row(codes, frame, off, s, s2, N, x):
+    """Push the frame's values into the pedestal of the row's QUIET_UPDATE pixels.
+
+    The update of `pushed_row`, in place and without the value read back; ``x`` is
+    scratch of the row's length in the state's dtype.
+    """
+    for j in range(len(frame)):
+        x[j] = frame[j]
+        y = x[j] - off[j]
+        new_s = s[j] + (y - s[j] / N)
+        new_s2 = s2[j] + (y * y - s2[j] / N)
+        quiet = codes[j] == QUIET_UPDATE
+        s[j] = new_s if quiet else s[j]
+        s2[j] = new_s2 if quiet else s2[j]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def rms_map(s, s2, N, out):
     """``sqrt(max(s2 / N - (s / N)**2, 0))`` per pixel, in the dtype of the state."""
-    ny, nx = s.shape
-    for i in range(ny):
-        for j in range(nx):
-            resid = s[i, j] / N
-            var = s2[i, j] / N - resid * resid
-            if var > 0:
-                out[i, j] = np.sqrt(var)
-            else:
-                out[i, j] = 0
+    one = N / N
+    for i in range(s.shape[0]):
+        # n_sigma = 1 gives the rms itself; the kept-rms argument is unused with fixed=False.
+        thresholds_row(s[i], s2[i], out[i], False, N, one, out[i])
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def update_frame(frame, off, s, s2, N, xT, new_s, new_s2, new_v):
-    """Push a whole dark frame into a trained pedestal."""
+def update_frame(frame, off, s, s2, N, x):
+    """Push a whole dark frame into a trained pedestal; ``x`` is row scratch."""
+    quiet = np.full(frame.shape[1], QUIET_UPDATE)
     for i in range(frame.shape[0]):
-        for j in range(frame.shape[1]):
-            xT[i, j] = frame[i, j]
-        pushed_row(off[i], s[i], s2[i], N, xT[i], new_s, new_s2, new_v)
-        s[i] = new_s
-        s2[i] = new_s2
+        update_quiet_row(quiet, frame[i], off[i], s[i], s2[i], N, x)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -85,8 +85,7 @@ class Pedestal:
         self._sum2 = np.zeros(shape, np.float64)
         self.off = self.s = self.s2 = None
         self.rms_fixed = np.zeros((0, 0), self.dtype)
-        self._xT = np.empty(shape, self.dtype)
-        self._pushed = np.empty((3, shape[1]), self.dtype)
+        self._row = np.empty(shape[1], self.dtype)
 
     # ------------------------------------------------------------------ state
     @property
@@ -171,7 +170,7 @@ class Pedestal:
         stack = as_frame_stack(frames, self.frame_shape, what="dark frames")
         for frame in stack:
             if self.ready:
-                update_frame(frame, self.off, self.s, self.s2, self.N, self._xT, *self._pushed)
+                update_frame(frame, self.off, self.s, self.s2, self.N, self._row)
             else:
                 self._train(frame)
             self.n_frames += 1

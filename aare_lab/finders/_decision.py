@@ -36,27 +36,32 @@ def classify(vp, thr_p, m, tot, c3):
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def window_rows(v, i, a_lo, a_hi, rx, tot, m):
-    """Add window rows ``a_lo..a_hi`` of every pixel in image row ``i`` to ``tot[i]``, ``m[i]``.
+    """Add window rows ``a_lo..a_hi`` of every pixel in image row ``i`` to ``tot``, ``m``.
 
-    Taps outside the frame are skipped. Each pixel's additions happen in raster order of
-    its window, so ``tot`` is bit-identical to a tap-by-tap sum.
+    ``tot`` and ``m`` are 1-D, one entry per pixel of the row. Taps outside the frame are
+    skipped. Each pixel's additions happen in raster order of its window, so ``tot`` is
+    bit-identical to a tap-by-tap sum.
     """
     ny, nx = v.shape
-    trow = tot[i]
-    mrow = m[i]
     for a in range(max(a_lo, -i), min(a_hi, ny - 1 - i) + 1):
-        vrow = v[i + a]
-        for b in range(-rx, rx + 1):
-            j0 = max(0, -b)
-            j1 = max(j0, min(nx, nx - b))
-            # Slices first: indices counted from 0 compile to vector loads and stores.
-            tseg = trow[j0:j1]
-            mseg = mrow[j0:j1]
-            vseg = vrow[j0 + b:]
-            for k in range(len(tseg)):
-                val = vseg[k]
-                tseg[k] += val
-                mseg[k] = max(mseg[k], val)
+        add_row_taps(v[i + a], -rx, rx, tot, m)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def add_row_taps(vrow, b_lo, b_hi, tot, m):
+    """Add taps ``b_lo..b_hi`` of one window row, read from ``vrow``, for every pixel."""
+    nx = len(vrow)
+    for b in range(b_lo, b_hi + 1):
+        j0 = max(0, -b)
+        j1 = max(j0, min(nx, nx - b))
+        # Slices first: indices counted from 0 compile to vector loads and stores.
+        tseg = tot[j0:j1]
+        mseg = m[j0:j1]
+        vseg = vrow[j0 + b:]
+        for k in range(len(tseg)):
+            val = vseg[k]
+            tseg[k] += val
+            mseg[k] = max(mseg[k], val)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -17,61 +17,50 @@ A row is processed in two steps that give exactly the sums of a tap-by-tap scan:
 
 from numba import njit
 
-from .._arith import QUIET_UPDATE, load_row, pushed_row
+from .._arith import QUIET_UPDATE, pushed_row, thresholds_row, values_row
 from ._buffers import reserve
-from ._decision import classify, is_store, store_window, window_rows, window_taps
+from ._decision import add_row_taps, classify, is_store, store_window, window_rows, window_taps
 
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def speculate_row(v, i, rx, pushed_v, tot, m):
-    """Add the own-row taps of row ``i``'s windows to ``tot``/``m``, left taps as pushed."""
-    nx = v.shape[1]
-    trow = tot[i]
-    mrow = m[i]
-    for b in range(-rx, rx + 1):
-        src = pushed_v if b < 0 else v[i]
-        j0 = max(0, -b)
-        j1 = max(j0, min(nx, nx - b))
-        tseg = trow[j0:j1]
-        mseg = mrow[j0:j1]
-        vseg = src[j0 + b:]
-        for k in range(len(tseg)):
-            val = vseg[k]
-            tseg[k] += val
-            mseg[k] = max(mseg[k], val)
+SCRATCH_ROWS = 8
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def serial_chunk(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
-                 round_values, xT, v, thr, tot, m, codes, rows,
+                 round_values, v, codes, rows,
                  win, ys, xs, fidx, n_out, n_found, n_kept, map_slot, maps):
     """Run the serial model over ``frames``; arguments as in ``frozen_chunk`` but for
-    ``rows``, row scratch of shape (5, nx)."""
+    ``rows``, scratch of shape (SCRATCH_ROWS, nx)."""
     nf, ny, nx = frames.shape
-    new_s, new_s2, new_v, above_t, above_m = rows[0], rows[1], rows[2], rows[3], rows[4]
+    thr, tot, m, above_t, above_m = rows[0], rows[1], rows[2], rows[3], rows[4]
+    new_s, new_s2, new_v = rows[5], rows[6], rows[7]
     for f in range(nf):
         frame = frames[f]
         for i in range(ny):
-            load_row(frame[i], off[i], s[i], s2[i], rms_fixed[i], fixed, N, nsig, xT[i],
-                     v[i], thr[i])
+            values_row(frame[i], off[i], s[i], N, v[i])
         found = 0
         for i in range(ny):
+            thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr)
+            pushed_row(frame[i], off[i], s[i], s2[i], N, new_s, new_s2, new_v)
             for j in range(nx):
-                tot[i, j] = 0
-                m[i, j] = v[i, j]
-            pushed_row(off[i], s[i], s2[i], N, xT[i], new_s, new_s2, new_v)
+                tot[j] = 0
+                m[j] = v[i, j]
             window_rows(v, i, -ry, -1, rx, tot, m)
-            above_t[:] = tot[i]
-            above_m[:] = m[i]
-            speculate_row(v, i, rx, new_v, tot, m)
+            above_t[:] = tot
+            above_m[:] = m
+            add_row_taps(new_v, -rx, -1, tot, m)
+            add_row_taps(v[i], 0, rx, tot, m)
             window_rows(v, i, 1, ry, rx, tot, m)
+            if n_out + nx > win.shape[0]:
+                # Room for a whole row of clusters, so the scan never checks; reserve() is
+                # too costly to call per cluster.
+                win, ys, xs, fidx = reserve(win, ys, xs, fidx, n_out + nx)
             quiet_run = rx
             for j in range(nx):
                 if quiet_run >= rx:
-                    t, mm = tot[i, j], m[i, j]
+                    t, mm = tot[j], m[j]
                 else:
                     t, mm = window_taps(v, i, j, 0, ry, rx, above_t[j], above_m[j])
-                code = classify(v[i, j], thr[i, j], mm, t, c3)
+                code = classify(v[i, j], thr[j], mm, t, c3)
                 codes[i, j] = code
                 if code == QUIET_UPDATE:
                     s[i, j] = new_s[j]
@@ -82,7 +71,6 @@ def serial_chunk(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
                     quiet_run = 0
                     if is_store(code):
                         if cap < 0 or found < cap:
-                            win, ys, xs, fidx = reserve(win, ys, xs, fidx, n_out + 1)
                             store_window(v, i, j, ry, rx, round_values, win, n_out)
                             ys[n_out] = i
                             xs[n_out] = j

@@ -92,11 +92,7 @@ class Finder(ABC):
         self._nsig = t(self.params.n_sigma)
         cy, cx = self.params.cluster_size
         self._c3 = np.sqrt(t(cy * cx))
-        self._xT = np.empty((ny, nx), pedestal.dtype)
         self._v = np.empty((ny, nx), pedestal.dtype)
-        self._thr = np.empty((ny, nx), pedestal.dtype)
-        self._tot = np.empty((ny, nx), pedestal.dtype)
-        self._m = np.empty((ny, nx), pedestal.dtype)
         self._codes = np.zeros((ny, nx), np.uint8)
         self._out = None
 
@@ -214,7 +210,7 @@ class Finder(ABC):
         fixed = ped.noise == "fixed"
         # With running noise the kept rms is never read; any array of the frame's shape
         # and dtype fills its place.
-        rms_fixed = ped.rms_fixed if fixed else self._thr
+        rms_fixed = ped.rms_fixed if fixed else self._v
         return (ped.off, ped.s, ped.s2, rms_fixed, fixed, ped.N, self._nsig, self._c3, ry, rx)
 
     @abstractmethod

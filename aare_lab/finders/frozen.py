@@ -31,7 +31,6 @@ class FrozenFinder(Finder):
         ny = self.pedestal.frame_shape[0]
         self._row_counts = np.zeros(ny, np.int64)
         self._row_start = np.zeros(ny, np.int64)
-        self._pushed = np.empty((3, *self.pedestal.frame_shape), self.pedestal.dtype)
 
     def _run(self, frames, *, cap, round_values, win, ys, xs, fidx, n_found, n_kept,
              map_slot, maps):
@@ -39,9 +38,7 @@ class FrozenFinder(Finder):
         numba.set_num_threads(self.threads or numba.config.NUMBA_NUM_THREADS)
         try:
             return frozen_chunk(frames, *self._kernel_args(), cap, round_values,
-                                self._xT, self._v, self._thr, self._tot, self._m, self._codes,
-                                self._pushed,
-                                self._row_counts, self._row_start,
+                                self._v, self._codes, self._row_counts, self._row_start,
                                 win, ys, xs, fidx, 0, n_found, n_kept, map_slot, maps)
         finally:
             numba.set_num_threads(previous)

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ._serial import serial_chunk
+from ._serial import SCRATCH_ROWS, serial_chunk
 from .base import Finder
 
 
@@ -16,11 +16,10 @@ class SerialFinder(Finder):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._rows = np.empty((5, self.pedestal.frame_shape[1]), self.pedestal.dtype)
+        self._rows = np.empty((SCRATCH_ROWS, self.pedestal.frame_shape[1]), self.pedestal.dtype)
 
     def _run(self, frames, *, cap, round_values, win, ys, xs, fidx, n_found, n_kept,
              map_slot, maps):
         return serial_chunk(frames, *self._kernel_args(), cap, round_values,
-                            self._xT, self._v, self._thr, self._tot, self._m, self._codes,
-                            self._rows,
+                            self._v, self._codes, self._rows,
                             win, ys, xs, fidx, 0, n_found, n_kept, map_slot, maps)

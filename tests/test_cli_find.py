@@ -1,0 +1,107 @@
+"""`aare-lab find`: sources in, result netCDF out, and messages a shell user can act on."""
+
+import h5py
+import numpy as np
+import pytest
+
+from aare_lab import FrozenFinder, Pedestal, SerialFinder
+from aare_lab.cli import main
+from aare_lab.results import load_result
+from aare_lab.simulate import Beam, Detector, Simulator
+
+
+@pytest.fixture(scope="module")
+def run_files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("run")
+    sim = Simulator(Detector(frame_shape=(48, 40)), Beam(photons_per_frame=20), seed=4)
+    dark = sim.dark(30)
+    frames, _ = sim.frames(12)
+    np.save(folder / "dark.npy", dark)
+    np.save(folder / "frames.npy", frames)
+    np.save(folder / "all.npy", np.concatenate([dark, frames]))
+    with h5py.File(folder / "run.h5", "w") as f:
+        f["/entry/dark"] = dark
+        f["/entry/data"] = frames
+    return folder, dark, frames
+
+
+def expected(dark, frames, finder_cls, **kwargs):
+    ped = Pedestal(dark.shape[1:], kwargs.pop("n_pedestal", 30), kwargs.pop("dtype", "float64"),
+                   kwargs.pop("noise", "running"))
+    ped.push_dark(dark)
+    return finder_cls(ped, **kwargs).find(frames, progress=False)
+
+
+def test_find_from_npy_equals_the_library(run_files, tmp_path, capsys):
+    folder, dark, frames = run_files
+    out = tmp_path / "r.nc"
+    code = main(["find", "--dark", str(folder / "dark.npy"), "--frames",
+                 str(folder / "frames.npy"), "--finder", "serial", "--n-sigma", "4",
+                 "--cluster-size", "3x5", "--n-pedestal", "30", "--pedestal-dtype", "float32",
+                 "--noise", "fixed", "--out", str(out), "--quiet"])
+    assert code == 0
+    result = load_result(out)
+    want = expected(dark, frames, SerialFinder, n_sigma=4.0, cluster_size=(3, 5),
+                    dtype="float32", noise="fixed")
+    for key in ("frame_number", "y", "x", "window", "n_found"):
+        np.testing.assert_array_equal(result[key], want[key])
+    assert result.attrs["cluster_size"] == "3x5" and result.attrs["noise"] == "fixed"
+    assert f"serial: {want.sizes['cluster']} clusters in 12 frames" in capsys.readouterr().out
+
+
+def test_find_from_hdf5_with_branch_maps(run_files, tmp_path):
+    folder, dark, frames = run_files
+    out = tmp_path / "h.nc"
+    code = main(["find", "--dark", f"{folder / 'run.h5'}:/entry/dark", "--frames",
+                 f"{folder / 'run.h5'}:/entry/data", "--n-pedestal", "30",
+                 "--branch-maps", "3,5", "--threads", "1", "--out", str(out), "--quiet"])
+    assert code == 0
+    result = load_result(out)
+    np.testing.assert_array_equal(result["branch_frame"], [3, 5])
+    want = expected(dark, frames, FrozenFinder, n_sigma=5.0)
+    np.testing.assert_array_equal(result["y"], want["y"])
+
+
+def test_find_with_dark_frames_at_the_start_of_the_file(run_files, tmp_path):
+    folder, dark, frames = run_files
+    out = tmp_path / "s.nc"
+    assert main(["find", "--frames", str(folder / "all.npy"), "--n-dark", "30",
+                 "--n-pedestal", "30", "--out", str(out), "--quiet"]) == 0
+    result = load_result(out)
+    np.testing.assert_array_equal(result["frame"], np.arange(12))
+    np.testing.assert_array_equal(result["x"], expected(dark, frames, FrozenFinder)["x"])
+
+
+def test_capacity_error_exits_3(run_files, tmp_path, capsys):
+    folder, _, _ = run_files
+    code = main(["find", "--dark", str(folder / "dark.npy"), "--frames",
+                 str(folder / "frames.npy"), "--n-pedestal", "30", "--cap", "1",
+                 "--on-truncation", "error", "--out", str(tmp_path / "c.nc"), "--quiet"])
+    assert code == 3
+    assert "max_clusters_per_frame=1 truncated" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--dark", "missing.npy"], "missing.npy"),
+    (["--dark", "{dark}", "--n-pedestal", "1000"], "too few dark frames: 30 given"),
+    (["--dark", "{dark}", "--finder", "cuda"], "not available here"),
+    (["--dark", "{dark}", "--finder", "serial", "--threads", "2"], "frozen finder only"),
+    (["--dark", "{dark}", "--n-dark", "3"], "exactly one of"),
+    (["--dark", "{dark}.h5"], "No such file"),
+])
+def test_bad_input_exits_1_with_a_message(run_files, tmp_path, capsys, args, message):
+    folder, _, _ = run_files
+    args = [a.replace("{dark}", str(folder / "dark.npy")) for a in args]
+    pedestal = [] if "--n-pedestal" in args else ["--n-pedestal", "30"]
+    code = main(["find", *args, *pedestal, "--frames", str(folder / "frames.npy"),
+                 "--out", str(tmp_path / "x.nc"), "--quiet"])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("aare-lab find: error: ") and message in err
+
+
+def test_usage_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["find", "--frames", "f.npy", "--out", "r.nc", "--cluster-size", "4x3"])
+    assert info.value.code == 2
+    assert "even" in capsys.readouterr().err
