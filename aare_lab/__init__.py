@@ -1,7 +1,8 @@
 """aare_lab: photon cluster finding for charge-integrating hybrid pixel X-ray detectors.
 
 The public API is re-exported lazily, so ``import aare_lab`` stays cheap and never pulls
-in matplotlib or widgets.
+in matplotlib or widgets. The modules `aare_lab.compare`, `aare_lab.explain` and
+`aare_lab.spectra` are imported by name (their main functions share the module's name).
 """
 
 from importlib import import_module
@@ -34,6 +35,10 @@ _EXPORTS = {
     "fit_peak": "fit",
     "Simulator": "simulate",
     "simulate_run": "simulate",
+    "compare_all": "compare",
+    "FinderConfig": "explain",
+    "cap_analysis": "caps",
+    "fit_peaks": "spectra",
 }
 
 __all__ = ["__version__", *_EXPORTS]

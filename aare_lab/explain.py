@@ -1,0 +1,543 @@
+"""Explain one pixel's decision in one frame, side by side for several finders.
+
+Each finder is replayed from its starting pedestal up to the frame before the target
+(public `Finder.find`, on a copy of the pedestal), so its pedestal is exactly the one it
+had there. The target frame is then run once more with a branch map (the finder's own
+verdict) while the site's numbers are recomputed here from the frame-start state, with
+the arithmetic of ALGORITHM.md in the pedestal dtype: the frozen model reads the
+frame-start state; the serial model reads, for the window pixels scanned before the site
+(rows above it, and its own row to its left), the state after their QUIET_UPDATE in this
+frame if they had one. The recomputed branch therefore equals the finder's.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+
+from .branches import Branch
+from .compare import TIMING_MODELS
+from .finders import get_finder
+from .labels import as_labelled
+from .params import format_cluster_size, parse_cluster_size
+from .pedestal import Pedestal
+from .pipeline import train_pedestal
+from .results import NO_CAPACITY
+from .sources import open_source
+
+TESTS = ("neg_skip", "test1", "local_max", "test3")
+TEST_TITLES = {"neg_skip": "NEG_SKIP", "test1": "Test 1", "local_max": "local max",
+               "test3": "Test 3"}
+TEST_FORMULAS = {"neg_skip": "v < -thr", "test1": "m > thr", "local_max": "v >= max(others)",
+                 "test3": "tot > c3*thr"}
+#: A test is a near-tie when its margin is at most this many ULPs of float32: float32 and
+#: float64 pedestals that saw the same frames differ by up to a few such ULPs.
+NEAR_TIE_ULPS = 16.0
+
+
+@dataclass(frozen=True)
+class FinderConfig:
+    """What it takes to replay a finder.
+
+    Parameters
+    ----------
+    finder
+        A name from `aare_lab.finders.available_finders`.
+    n_sigma, cluster_size
+        The finder parameters.
+    pedestal_dtype, noise
+        The pedestal configuration.
+    n_pedestal
+        The pedestal window; None takes that of the starting pedestal.
+    """
+
+    finder: str
+    n_sigma: float = 5.0
+    cluster_size: tuple[int, int] | str | int = (3, 3)
+    pedestal_dtype: str = "float64"
+    noise: str = "running"
+    n_pedestal: int | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "cluster_size", parse_cluster_size(self.cluster_size))
+        object.__setattr__(self, "n_sigma", float(self.n_sigma))
+
+    @classmethod
+    def from_result(cls, result: xr.Dataset) -> FinderConfig:
+        """The configuration a result was made with (from its attributes)."""
+        a = result.attrs
+        return cls(a["finder"], a["n_sigma"], a["cluster_size"], a["pedestal_dtype"],
+                   a["noise"], int(a["n_pedestal"]))
+
+    @property
+    def attrs(self) -> dict:
+        """The attributes a result of this configuration carries (used for labels)."""
+        return {"finder": self.finder, "pedestal_dtype": self.pedestal_dtype,
+                "noise": self.noise, "n_sigma": self.n_sigma,
+                "max_clusters_per_frame": NO_CAPACITY}
+
+
+def _fmt(value, dtype: np.dtype) -> str:
+    """Shortest text that reads back as the same number of ``dtype``."""
+    if dtype.kind in "iu":
+        return str(int(value))
+    if not np.isfinite(value):
+        return str(value)
+    return np.format_float_positional(dtype.type(value), trim="-")
+
+
+def _ulp(magnitude: float, dtype) -> float:
+    return float(np.spacing(np.asarray(abs(magnitude), dtype)))
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why each finder decided what it did at one pixel of one frame.
+
+    Attributes
+    ----------
+    frame, y, x
+        The site.
+    data
+        Dataset over ``finder`` (the labels), ``wy``/``wx`` (window offsets) and ``test``:
+        ``raw``, ``inside`` (the window clipped at the frame edge); per finder ``mean``,
+        ``rms``, ``v`` (pedestal-subtracted) and ``updated`` (serial: pushed earlier in
+        this frame) per tap, all at full precision of the pedestal dtype (stored exactly
+        as float64); ``thr``, ``c3``, ``c3_thr``, ``m``, ``tot``, ``max_others``,
+        ``branch`` (recomputed) and ``finder_branch`` (the finder's own map); per test
+        ``lhs``, ``rhs``, ``outcome``, ``margin`` (``lhs - rhs``), ``margin_ulps`` (in
+        ULPs of the finder's dtype at the larger operand), ``margin_f32_ulps`` and
+        ``same_in_float32`` (the operands round to the same float32).
+    deciding_test
+        The first test on the decision path whose outcome differs between the finders,
+        or None when they all decide alike.
+    reasons
+        What distinguishes the finders here: ``"near_tie"`` (the deciding test's margin
+        is within `NEAR_TIE_ULPS` float32 ULPs for some finder), ``"timing"`` (a serial
+        finder read window pixels it had updated in this frame), ``"pedestal_diverged"``
+        (finders of the same pedestal dtype and noise hold different pedestals in the
+        window).
+    """
+
+    frame: int
+    y: int
+    x: int
+    data: xr.Dataset
+    deciding_test: str | None
+    reasons: tuple[str, ...]
+
+    @property
+    def labels(self) -> list[str]:
+        """The finders' labels."""
+        return [str(f) for f in self.data["finder"].to_numpy()]
+
+    def branch(self, label: str) -> Branch:
+        """The branch the finder ``label`` took at the site."""
+        return Branch(int(self.data["branch"].sel(finder=label)))
+
+    def test(self, label: str, test: str) -> dict:
+        """One finder's numbers for one test (``lhs``, ``rhs``, ``outcome``, ``margin``...)."""
+        row = self.data[["lhs", "rhs", "outcome", "margin", "margin_ulps", "margin_f32_ulps",
+                         "same_in_float32"]].sel(finder=label, test=test)
+        return {name: row[name].item() for name in row.data_vars}
+
+    # ------------------------------------------------------------ rendering
+    def _dtype(self, label: str) -> np.dtype:
+        return np.dtype(str(self.data["pedestal_dtype"].sel(finder=label).item()))
+
+    def _grid(self, name: str, label: str | None) -> list[list[str]]:
+        inside = self.data["inside"].to_numpy()
+        if label is None:
+            values, dtype = self.data[name].to_numpy(), np.dtype(np.int64)
+        else:
+            values, dtype = self.data[name].sel(finder=label).to_numpy(), self._dtype(label)
+        return [[_fmt(v, dtype) if ok else "·" for v, ok in zip(row, okrow)]
+                for row, okrow in zip(values, inside)]
+
+    def _scalars(self, label: str) -> list[tuple[str, str]]:
+        d, dt = self.data.sel(finder=label), self._dtype(label)
+        return [(name, _fmt(d[key].item(), dt)) for name, key in
+                (("thr", "thr"), ("c3", "c3"), ("c3*thr", "c3_thr"), ("m", "m"),
+                 ("tot", "tot"), ("max(others)", "max_others"))]
+
+    def _test_rows(self, label: str) -> list[tuple[str, ...]]:
+        dt = self._dtype(label)
+        rows = []
+        for test in TESTS:
+            t = self.test(label, test)
+            ulps = f"{t['margin_ulps']:+.3g} ULP"
+            if dt != np.float32:
+                ulps += f" ({t['margin_f32_ulps']:+.3g} float32 ULP" + (
+                    ", the same number in float32)" if t["same_in_float32"] else ")")
+            rows.append((TEST_TITLES[test], TEST_FORMULAS[test],
+                         f"{_fmt(t['lhs'], dt)} vs {_fmt(t['rhs'], dt)}",
+                         "yes" if t["outcome"] else "no", f"{t['margin']:.6g}", ulps))
+        return rows
+
+    def _header(self) -> str:
+        ny, nx = self.data.sizes["wy"], self.data.sizes["wx"]
+        return f"pixel (y={self.y}, x={self.x}) of frame {self.frame}, {ny}x{nx} window"
+
+    def _verdict(self) -> str:
+        test = self.deciding_test
+        if test is None:
+            return "all finders take the same branch"
+        parts = []
+        for label in self.labels:
+            t = self.test(label, test)
+            same = t["same_in_float32"] and self._dtype(label) != np.float32
+            parts.append(f"{label}: {TEST_FORMULAS[test]} is {'true' if t['outcome'] else 'false'}"
+                         f" (margin {t['margin']:.6g} = {t['margin_f32_ulps']:+.3g} float32 ULP"
+                         f"{', the same number in float32' if same else ''})")
+        why = ", ".join(self.reasons) or "no near-tie, timing or pedestal divergence found"
+        return f"{TEST_TITLES[test]} decides ({why}): " + "; ".join(parts)
+
+    def _finder_title(self, label: str) -> str:
+        d = self.data.sel(finder=label)
+        code = Branch(int(d["branch"]))
+        own = Branch(int(d["finder_branch"]))
+        check = "" if code == own else f" (the finder's map says {own.name}!)"
+        return (f"{label}: {d['finder_name'].item()} finder, {d['pedestal_dtype'].item()} "
+                f"pedestal, {d['noise'].item()} noise -> {code.name}{check}")
+
+    def to_text(self) -> str:
+        """A plain-text report."""
+        def grid(rows):
+            width = max(len(c) for r in rows for c in r)
+            return ["    " + " ".join(c.rjust(width) for c in r) for r in rows]
+
+        lines = [self._header(), "raw:", *grid(self._grid("raw", None))]
+        for label in self.labels:
+            lines += ["", self._finder_title(label)]
+            for name in ("mean", "rms", "v"):
+                lines += [f"  {name}:", *grid(self._grid(name, label))]
+            updated = np.argwhere(self.data["updated"].sel(finder=label).to_numpy())
+            if len(updated):
+                ry, rx = self.data.sizes["wy"] // 2, self.data.sizes["wx"] // 2
+                taps = ", ".join(f"({self.y + a - ry}, {self.x + b - rx})" for a, b in updated)
+                lines.append(f"  updated earlier in this frame (serial): {taps}")
+            lines.append("  " + ", ".join(f"{k} = {v}" for k, v in self._scalars(label)))
+            for row in self._test_rows(label):
+                lines.append("  {:<9} {:<16} {:<30} {:<4} margin {} = {}".format(*row))
+        lines += ["", self._verdict()]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        def table(rows, head=None):
+            out = ["<table style='border-collapse:collapse;font-family:monospace'>"]
+            if head:
+                out.append("<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>")
+            for r in rows:
+                out.append("<tr>" + "".join(
+                    f"<td style='padding:0 6px;text-align:right'>{html.escape(c)}</td>"
+                    for c in r) + "</tr>")
+            return "".join(out) + "</table>"
+
+        parts = [f"<h4>{html.escape(self._header())}</h4>", "<b>raw</b>",
+                 table(self._grid("raw", None))]
+        for label in self.labels:
+            parts.append(f"<h5>{html.escape(self._finder_title(label))}</h5>")
+            parts.append("<div style='display:flex;gap:16px'>" + "".join(
+                f"<div><b>{name}</b>{table(self._grid(name, label))}</div>"
+                for name in ("mean", "rms", "v")) + "</div>")
+            parts.append(table([[k, v] for k, v in self._scalars(label)]))
+            parts.append(table(self._test_rows(label),
+                               ["test", "rule", "operands", "true", "margin", "ULPs"]))
+        parts.append(f"<p><b>{html.escape(self._verdict())}</b></p>")
+        return "".join(parts)
+
+    def __repr__(self) -> str:
+        return self.to_text()
+
+
+def _site_numbers(frame: np.ndarray, state: dict, codes: np.ndarray, config: FinderConfig,
+                  pedestal: Pedestal, y: int, x: int) -> dict:
+    """Recompute the decision at ``(y, x)`` in the pedestal dtype, as the finder reads it."""
+    t = pedestal.dtype.type
+    n_, nsig = pedestal.N, t(config.n_sigma)
+    cy, cx = config.cluster_size
+    ry, rx = cy // 2, cx // 2
+    c3 = np.sqrt(t(cy * cx))
+    serial = TIMING_MODELS.get(config.finder, config.finder) == "serial"
+    ny, nx = frame.shape
+    shape = (cy, cx)
+    mean, rms, v = (np.full(shape, np.nan) for _ in range(3))
+    updated = np.zeros(shape, bool)
+    values = []
+    for a in range(cy):
+        for b in range(cx):
+            yy, xx = y - ry + a, x - rx + b
+            if not (0 <= yy < ny and 0 <= xx < nx):
+                continue
+            xt, off = t(frame[yy, xx]), state["off"][yy, xx]
+            s, s2 = state["s"][yy, xx], state["s2"][yy, xx]
+            if serial and (a, b) < (ry, rx) and codes[yy, xx] == Branch.QUIET_UPDATE:
+                # update_pixel then refresh_value of the serial finder, in the same order.
+                yv = xt - off
+                s = s + (yv - s / n_)
+                s2 = s2 + (yv * yv - s2 / n_)
+                updated[a, b] = True
+            resid = s / n_
+            val = (xt - off) - resid
+            var = s2 / n_ - resid * resid
+            sigma = state["rms_fixed"][yy, xx] if pedestal.noise == "fixed" else (
+                np.sqrt(var) if var > 0 else t(0))
+            mean[a, b], rms[a, b], v[a, b] = off + resid, sigma, val
+            values.append(((a, b), val))
+    vp = t(v[ry, rx])
+    thr = nsig * t(rms[ry, rx])
+    tot = t(0)
+    for _, val in values:  # raster order, from 0, as the finders sum
+        tot = tot + val
+    m = max(val for _, val in values)
+    others = [val for ab, val in values if ab != (ry, rx)]
+    max_others = max(others) if others else t(-np.inf)
+    c3_thr = c3 * thr
+    if vp < -thr:
+        code = Branch.NEG_SKIP
+    elif m > thr:
+        code = Branch.TEST1_STORE if vp == m else Branch.SHADOW
+    elif tot > c3_thr:
+        code = Branch.TEST3_STORE if vp == m else Branch.TEST3_SKIP
+    else:
+        code = Branch.QUIET_UPDATE
+    operands = {"neg_skip": (vp, -thr, vp < -thr), "test1": (m, thr, m > thr),
+                "local_max": (vp, max_others, vp >= max_others),
+                "test3": (tot, c3_thr, tot > c3_thr)}
+    tests = {}
+    for name, (lhs, rhs, outcome) in operands.items():
+        magnitude = max(abs(float(lhs)), abs(float(rhs)))
+        margin = float(lhs) - float(rhs)
+        tests[name] = dict(lhs=float(lhs), rhs=float(rhs), outcome=bool(outcome), margin=margin,
+                           margin_ulps=margin / _ulp(magnitude, pedestal.dtype),
+                           margin_f32_ulps=margin / _ulp(magnitude, np.float32),
+                           same_in_float32=bool(np.float32(lhs) == np.float32(rhs)))
+    return dict(mean=mean, rms=rms, v=v, updated=updated, thr=float(thr), c3=float(c3),
+                c3_thr=float(c3_thr), m=float(m), tot=float(tot), max_others=float(max_others),
+                branch=code, finder_branch=Branch(int(codes[y, x])), tests=tests)
+
+
+def _path(tests: dict) -> list[tuple[str, bool]]:
+    """The tests a decision evaluates, in order, with their outcomes."""
+    path = [("neg_skip", tests["neg_skip"]["outcome"])]
+    if tests["neg_skip"]["outcome"]:
+        return path
+    path.append(("test1", tests["test1"]["outcome"]))
+    if not tests["test1"]["outcome"]:
+        path.append(("test3", tests["test3"]["outcome"]))
+    if path[-1][1]:
+        path.append(("local_max", tests["local_max"]["outcome"]))
+    return path
+
+
+def _deciding(numbers: list[dict]) -> str | None:
+    paths = [_path(n["tests"]) for n in numbers]
+    for step in range(max(len(p) for p in paths)):
+        here = {p[step] if step < len(p) else None for p in paths}
+        if len(here) > 1:
+            return next(p[step][0] for p in paths if step < len(p))
+    return None
+
+
+def _build(frame_number: int, y: int, x: int, frame: np.ndarray, labels: list[str],
+           configs: list[FinderConfig], pedestals: list[Pedestal], states: list[dict],
+           numbers: list[dict]) -> Explanation:
+    cy, cx = configs[0].cluster_size
+    ry, rx = cy // 2, cx // 2
+    ny, nx = frame.shape
+    yy, xx = np.mgrid[y - ry:y + ry + 1, x - rx:x + rx + 1]
+    inside = (yy >= 0) & (yy < ny) & (xx >= 0) & (xx < nx)
+    raw = np.where(inside, frame[np.clip(yy, 0, ny - 1), np.clip(xx, 0, nx - 1)], 0)
+
+    def stack(key):
+        return np.stack([n[key] for n in numbers])
+
+    def per_test(key):
+        return np.array([[n["tests"][t][key] for t in TESTS] for n in numbers])
+
+    flags = {"flag_values": np.array([c.value for c in Branch], np.uint8),
+             "flag_meanings": " ".join(c.name for c in Branch)}
+    win, fin, ft = ("wy", "wx"), ("finder", "wy", "wx"), ("finder", "test")
+    data = xr.Dataset(
+        {"raw": (win, raw.astype(np.int64), {"units": "ADU"}), "inside": (win, inside),
+         "mean": (fin, stack("mean"), {"units": "ADU"}),
+         "rms": (fin, stack("rms"), {"units": "ADU"}),
+         "v": (fin, stack("v"), {"units": "ADU", "long_name": "pedestal-subtracted value"}),
+         "updated": (fin, stack("updated")),
+         **{k: ("finder", np.array([n[k] for n in numbers]))
+            for k in ("thr", "c3", "c3_thr", "m", "tot", "max_others")},
+         "branch": ("finder", np.array([n["branch"] for n in numbers], np.uint8), flags),
+         "finder_branch": ("finder", np.array([n["finder_branch"] for n in numbers], np.uint8),
+                           flags),
+         "finder_name": ("finder", [c.finder for c in configs]),
+         "pedestal_dtype": ("finder", [p.dtype.name for p in pedestals]),
+         "noise": ("finder", [p.noise for p in pedestals]),
+         **{k: (ft, per_test(k)) for k in ("lhs", "rhs", "outcome", "margin", "margin_ulps",
+                                           "margin_f32_ulps", "same_in_float32")}},
+        coords={"finder": labels, "test": list(TESTS),
+                "wy": np.arange(-ry, ry + 1), "wx": np.arange(-rx, rx + 1)},
+        attrs={"frame": frame_number, "y": y, "x": x,
+               "cluster_size": format_cluster_size((cy, cx))},
+    )
+    deciding = _deciding(numbers)
+    reasons = []
+    if deciding is not None:
+        if any(abs(n["tests"][deciding]["margin_f32_ulps"]) <= NEAR_TIE_ULPS for n in numbers):
+            reasons.append("near_tie")
+        if any(n["updated"].any() for n in numbers):
+            reasons.append("timing")
+        inside_taps = (np.clip(yy, 0, ny - 1)[inside], np.clip(xx, 0, nx - 1)[inside])
+        for i in range(len(numbers)):
+            for j in range(i + 1, len(numbers)):
+                pi, pj = pedestals[i], pedestals[j]
+                if (pi.dtype, pi.noise) == (pj.dtype, pj.noise) and any(
+                        not np.array_equal(states[i][k][inside_taps], states[j][k][inside_taps])
+                        for k in ("s", "s2")):
+                    reasons.append("pedestal_diverged")
+        reasons = list(dict.fromkeys(reasons))
+    return Explanation(frame_number, y, x, data, deciding, tuple(reasons))
+
+
+def _starting_pedestals(configs: list[FinderConfig], dark, pedestal) -> list[Pedestal]:
+    if (dark is None) == (pedestal is None):
+        raise ValueError("give either dark frames (dark=...) or the starting pedestal "
+                         "(pedestal=...), one or one per finder")
+    if dark is not None:
+        trained = {}
+        out = []
+        for c in configs:
+            if c.n_pedestal is None:
+                raise ValueError(f"n_pedestal is needed to train the {c.finder} pedestal")
+            key = (c.n_pedestal, c.pedestal_dtype, c.noise)
+            if key not in trained:
+                trained[key] = train_pedestal(dark, c.n_pedestal, dtype=c.pedestal_dtype,
+                                              noise=c.noise, progress=False)
+            out.append(trained[key])
+        return out
+    pedestals = [pedestal] * len(configs) if isinstance(pedestal, Pedestal) else list(pedestal)
+    if len(pedestals) != len(configs):
+        raise ValueError(f"{len(pedestals)} pedestals for {len(configs)} finders")
+    for c, p in zip(configs, pedestals):
+        p.require_ready()
+        wanted = (c.pedestal_dtype, c.noise, c.n_pedestal or p.n_pedestal)
+        have = (p.dtype.name, p.noise, p.n_pedestal)
+        if wanted != have:
+            raise ValueError(
+                f"the {c.finder} finder needs a {wanted[0]} pedestal with {wanted[1]} noise and "
+                f"n_pedestal={wanted[2]}, but the pedestal given is {have[0]}, {have[1]}, "
+                f"n_pedestal={have[2]}; pass dark frames (dark=...) instead")
+    return pedestals
+
+
+def explain_sites(frames, sites: Sequence[tuple[int, int, int]],
+                  finders: Mapping[str, xr.Dataset | FinderConfig]
+                  | Sequence[xr.Dataset | FinderConfig], *, dark=None,
+                  pedestal: Pedestal | Sequence[Pedestal] | None = None,
+                  labels: Sequence[str] | None = None,
+                  chunk_frames: int = 64) -> list[Explanation]:
+    """Explain several sites with one replay of each finder.
+
+    Parameters
+    ----------
+    frames
+        The data frames the finders ran on: an array, a file spec or a `FrameSource`.
+    sites
+        ``(frame number, y, x)`` triples.
+    finders
+        Result Datasets (their attributes give the configuration) or `FinderConfig`\\ s,
+        as a sequence or a mapping ``label -> finder``.
+    dark
+        Dark frames to train each finder's starting pedestal (with its dtype and noise).
+    pedestal
+        Instead of ``dark``: the trained starting pedestal, or one per finder. Copied,
+        never advanced.
+    labels
+        Names of the finders (default: `aare_lab.labels.result_labels`).
+    chunk_frames
+        Frames read at a time.
+
+    Returns
+    -------
+    list of Explanation
+        In the order of ``sites``.
+
+    Raises
+    ------
+    ValueError
+        For a site outside the frame, a frame number not in ``frames``, finders with
+        different cluster sizes, or a pedestal that does not fit a finder.
+    """
+    labels, finders = as_labelled(finders, labels)
+    configs = [f if isinstance(f, FinderConfig) else FinderConfig.from_result(f) for f in finders]
+    if len({c.cluster_size for c in configs}) > 1:
+        raise ValueError("the finders use different cluster sizes: "
+                         + ", ".join(f"{lab} {format_cluster_size(c.cluster_size)}"
+                                     for lab, c in zip(labels, configs)))
+    source = open_source(frames)
+    ny, nx = source.frame_shape
+    sites = [(int(f), int(y), int(x)) for f, y, x in sites]
+    for f, y, x in sites:
+        if not (0 <= y < ny and 0 <= x < nx):
+            raise ValueError(f"pixel (y={y}, x={x}) is outside the {ny}x{nx} frame")
+    pedestals = _starting_pedestals(configs, dark, pedestal)
+    runners = [get_finder(c.finder)(p.copy(), c.n_sigma, c.cluster_size, None)
+               for c, p in zip(configs, pedestals)]
+    wanted = sorted({f for f, _, _ in sites})
+    done: dict[tuple[int, int, int], Explanation] = {}
+
+    def advance(block, numbers):
+        if len(numbers):
+            for r in runners:
+                r.find(block, numbers, progress=False)
+
+    for chunk in source.chunks(chunk_frames):
+        start = 0
+        for i in np.flatnonzero(np.isin(chunk.numbers, wanted)):
+            advance(chunk.frames[start:i], chunk.numbers[start:i])
+            number, frame = int(chunk.numbers[i]), chunk.frames[i]
+            states, codes = [], []
+            for r in runners:
+                states.append(r.pedestal.state())
+                result = r.find(frame[np.newaxis], [number], branch_maps=True, progress=False)
+                codes.append(result["branch_map"].to_numpy()[0])
+            for f, y, x in sites:
+                if f == number and (f, y, x) not in done:
+                    numbers = [_site_numbers(frame, s, c, cfg, r.pedestal, y, x)
+                               for s, c, cfg, r in zip(states, codes, configs, runners)]
+                    done[f, y, x] = _build(number, y, x, frame, labels, configs,
+                                           [r.pedestal for r in runners], states, numbers)
+            wanted.remove(number)
+            start = i + 1
+        if not wanted:
+            break
+        advance(chunk.frames[start:], chunk.numbers[start:])
+    if wanted:
+        raise ValueError(f"frames {wanted[:10]} are not in {source.describe()}")
+    return [done[s] for s in sites]
+
+
+def explain(frames, frame: int, y: int, x: int,
+            finders: Mapping[str, xr.Dataset | FinderConfig]
+            | Sequence[xr.Dataset | FinderConfig], *, dark=None,
+            pedestal: Pedestal | Sequence[Pedestal] | None = None,
+            labels: Sequence[str] | None = None) -> Explanation:
+    """Explain the decision at pixel ``(y, x)`` of frame number ``frame``.
+
+    Parameters as for `explain_sites`, with one site.
+
+    Examples
+    --------
+    >>> from aare_lab.simulate import Beam, Detector, Simulator
+    >>> sim = Simulator(Detector(frame_shape=(12, 12)), Beam(photons_per_frame=2), seed=1)
+    >>> dark, (frames, _) = sim.dark(20), sim.frames(3)
+    >>> e = explain(frames, 2, 5, 5, [FinderConfig("serial", n_pedestal=20),
+    ...                               FinderConfig("frozen", n_pedestal=20)], dark=dark)
+    >>> e.deciding_test is None, e.branch("serial") == e.branch("frozen")
+    (True, True)
+    """
+    return explain_sites(frames, [(frame, y, x)], finders, dark=dark, pedestal=pedestal,
+                         labels=labels)[0]

@@ -1,0 +1,114 @@
+"""Energy spectra of several finders on one binning, their ratios and peak fits."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import xarray as xr
+
+from .fit import PeakFit, fit_peak
+from .labels import as_labelled
+from .results import spectrum
+
+_FIT_FIELDS = ("position", "position_err", "sigma", "sigma_err", "amplitude", "offset", "slope")
+
+
+def spectra(results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
+            labels: Sequence[str] | None = None, *, bins: int | np.ndarray = 200,
+            range: tuple[float, float] | None = None) -> xr.DataArray:
+    """Cluster-energy histograms of several results on common bins.
+
+    Parameters
+    ----------
+    results
+        Finder results, as a sequence or a mapping ``label -> result``.
+    labels
+        Names for a sequence (default: `aare_lab.labels.result_labels`).
+    bins
+        Number of bins or the bin edges (ADU).
+    range
+        ``(low, high)`` in ADU for a number of bins; default: the range of all energies.
+
+    Returns
+    -------
+    xarray.DataArray
+        Counts over ``(finder, energy)`` with the edges as ``energy_lo``, ``energy_hi``.
+    """
+    labels, results = as_labelled(results, labels)
+    if np.ndim(bins) == 0 and range is None:
+        energies = [r["energy"].to_numpy() for r in results]
+        sizes = [len(e) for e in energies]
+        range = ((min(e.min() for e, n in zip(energies, sizes) if n),
+                  max(e.max() for e, n in zip(energies, sizes) if n)) if any(sizes) else (0.0, 1.0))
+    edges = np.histogram_bin_edges(np.empty(0), bins=bins, range=range) \
+        if np.ndim(bins) == 0 else np.asarray(bins, float)
+    out = xr.concat([spectrum(r, bins=edges) for r in results],
+                    dim=xr.DataArray(labels, dims="finder", name="finder"))
+    out.attrs = {"long_name": "clusters per energy bin"}
+    return out
+
+
+def spectrum_ratio(spectra: xr.DataArray, reference: str | None = None) -> xr.DataArray:
+    """Each finder's spectrum divided by the reference finder's (default: the first).
+
+    Bins where the reference is empty are NaN.
+    """
+    reference = str(spectra["finder"][0].item()) if reference is None else reference
+    if reference not in spectra["finder"].to_numpy():
+        raise ValueError(f"no finder {reference!r} in the spectra; have "
+                         f"{list(spectra['finder'].to_numpy())}")
+    ref = spectra.sel(finder=reference).astype(float)
+    ratio = spectra.astype(float) / ref.where(ref > 0)
+    ratio.name = "ratio"
+    ratio.attrs = {"long_name": f"counts relative to {reference}", "reference": reference}
+    return ratio
+
+
+def fit_peaks(spectra: xr.DataArray, window: tuple[float, float] | None = None) -> xr.Dataset:
+    """Fit a gaussian on a linear background to each finder's spectrum.
+
+    Parameters
+    ----------
+    spectra
+        From `spectra`.
+    window
+        ``(low, high)`` energy range of the fit; default: around each spectrum's highest bin
+        (see `aare_lab.fit.fit_peak`).
+
+    Returns
+    -------
+    xarray.Dataset
+        Over ``finder``: ``position``, ``fwhm``, ``resolution`` (FWHM / position) and their
+        ``*_err``, ``sigma``, ``amplitude``, ``offset``, ``slope``, ``window_lo``,
+        ``window_hi``.
+
+    Raises
+    ------
+    ValueError
+        Naming the finder whose fit failed.
+    """
+    fits = []
+    centres = spectra["energy"].to_numpy()
+    for label in spectra["finder"].to_numpy():
+        try:
+            fits.append(fit_peak(centres, spectra.sel(finder=label).to_numpy(), window))
+        except ValueError as err:
+            raise ValueError(f"{label}: {err}") from None
+    columns = {name: [getattr(f, name) for f in fits] for name in
+               (*_FIT_FIELDS, "fwhm", "fwhm_err", "resolution", "resolution_err")}
+    columns["window_lo"] = [f.window[0] for f in fits]
+    columns["window_hi"] = [f.window[1] for f in fits]
+    units = {"resolution": "1", "resolution_err": "1", "amplitude": "counts",
+             "offset": "counts", "slope": "counts/ADU"}
+    return xr.Dataset({name: ("finder", np.asarray(values, float),
+                              {"units": units.get(name, "ADU")})
+                       for name, values in columns.items()},
+                      coords={"finder": spectra["finder"].to_numpy()})
+
+
+def peak_fit(fits: xr.Dataset, label: str) -> PeakFit:
+    """One finder's row of `fit_peaks` as a `aare_lab.fit.PeakFit` (to evaluate the curve)."""
+    row = fits.sel(finder=label)
+    return PeakFit(**{name: float(row[name]) for name in _FIT_FIELDS},
+                   window=(float(row["window_lo"]), float(row["window_hi"])))

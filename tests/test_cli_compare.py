@@ -1,0 +1,93 @@
+"""``aare-lab compare`` end to end on saved results."""
+
+import json
+
+import pytest
+
+from aare_lab import FrozenFinder
+from aare_lab.cli import main
+from aare_lab.results import save_result
+from compare_cases import run_pair, timing_frames, unit_pedestal
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """serial.nc, frozen.nc and frozen32.nc on the timing case, and a run of other frames."""
+    root = tmp_path_factory.mktemp("results")
+    frames = timing_frames()
+    serial, frozen = run_pair(frames)
+    f32 = run_pair(frames, finders=(FrozenFinder,), dtypes=("float32",))[0]
+    shifted = FrozenFinder(unit_pedestal()).find(frames, frame_numbers=[5, 6], progress=False)
+    paths = {}
+    for name, result in (("serial", serial), ("frozen", frozen), ("frozen32", f32),
+                         ("shifted", shifted)):
+        paths[name] = root / f"{name}.nc"
+        save_result(result, paths[name])
+    return paths
+
+
+def test_compare_prints_writes_json_and_panel(files, tmp_path, capsys):
+    summary, panel = tmp_path / "summary.json", tmp_path / "worst.png"
+    code = main(["compare", str(files["serial"]), str(files["frozen"]),
+                 "--json", str(summary), "--panel", str(panel)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.splitlines()[0] == "serial vs frozen: 1 / 4 (83 %), 0 matched windows differ"
+    assert "classification: displaced 2, isolated 3" in out
+    assert "cause: pedestal_diverged 1, timing 4" in out
+    assert ("transitions: QUIET_UPDATE -> TEST3_STORE: 3, TEST3_STORE -> TEST3_SKIP: 1, "
+            "QUIET_UPDATE -> TEST1_STORE: 1") in out
+    data = json.loads(summary.read_text())
+    (pair,) = data["pairs"]
+    assert (pair["a"], pair["b"]) == ("serial", "frozen")
+    assert (pair["a_only"], pair["b_only"], pair["matched"], pair["matched_value_diffs"]) == \
+        (1, 4, 1, 0)
+    assert pair["classification"] == {"truncated": 0, "duplicate_neighbour": 0, "displaced": 2,
+                                      "near_neighbour": 0, "isolated": 3, "value_diff": 0}
+    assert pair["cause"]["timing"] == 4 and pair["cause"]["unexplained"] == 0
+    assert pair["deciding_test"]["test3"] == 3
+    assert pair["transitions"]["QUIET_UPDATE -> TEST3_STORE"] == 3
+    assert pair["first_divergent_frame"] == 0 and pair["first_disagreement_frame"] == 0
+    assert data["worst"] == {"frame": 0, "y": 3, "x": 13}
+    assert [r["label"] for r in data["results"]] == ["serial", "frozen"]
+    assert data["results"][0]["n_clusters"] == 2
+    assert panel.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_three_results_gives_every_pair(files, tmp_path, capsys):
+    summary = tmp_path / "s.json"
+    assert main(["compare", str(files["serial"]), str(files["frozen"]), str(files["frozen32"]),
+                 "--json", str(summary)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:3] == ["serial vs frozen/float64: 1 / 4 (83 %), 0 matched windows differ",
+                         "serial vs frozen/float32: 1 / 4 (83 %), 0 matched windows differ",
+                         "frozen/float64 vs frozen/float32: 0 / 0 (0 %), 0 matched windows differ"]
+    pairs = json.loads(summary.read_text())["pairs"]
+    assert [(p["a"], p["b"]) for p in pairs] == [("serial", "frozen/float64"),
+                                                 ("serial", "frozen/float32"),
+                                                 ("frozen/float64", "frozen/float32")]
+
+
+def test_agreeing_results_write_no_panel(files, tmp_path, capsys):
+    panel = tmp_path / "worst.png"
+    assert main(["compare", str(files["frozen"]), str(files["frozen32"]),
+                 "--panel", str(panel)]) == 0
+    assert "no mismatch panel written" in capsys.readouterr().out
+    assert not panel.exists()
+
+
+def test_different_frames_are_refused_with_the_frames(files, capsys):
+    assert main(["compare", str(files["frozen"]), str(files["shifted"])]) == 1
+    err = capsys.readouterr().err
+    assert "cannot compare frozen with shifted: frames differ: 2 only in frozen [0, 1], " \
+        "2 only in shifted [5, 6]" in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["missing.nc", "missing2.nc"], "no result file"),
+    (["one.nc"], "at least two result files"),
+])
+def test_bad_input_exits_1(argv, message, capsys, tmp_path, files):
+    argv = [str(files["frozen"]) if a == "one.nc" else str(tmp_path / a) for a in argv]
+    assert main(["compare", *argv]) == 1
+    assert message in capsys.readouterr().err
