@@ -9,7 +9,8 @@ window) is timed, in this one invocation, with
 - aare_lab ``frozen`` on all cores against aare 2026.9.30 ``ClusterFinderMT`` with as many
   threads (each of its threads keeps its own pedestal; ours share one);
 
-for 3x3 and 9x9 clusters, float64 pedestals, n_sigma 5. Pedestal training and compilation
+for 3x3 and 9x9 clusters, float64 pedestals, n_sigma 5; plus ``frozen`` with a float32
+pedestal on one thread, for information (aare's pedestal is float64). Pedestal training and compilation
 are excluded: every timed repetition starts from a trained pedestal and runs warm. Best and
 median of the repetitions are reported; the raw timings go to the JSON under
 ``benchmarks/results/``. It also times a fresh process that imports aare_lab and finds
@@ -51,11 +52,15 @@ COLD_START = (
 
 
 def git_commit() -> str:
+    """HEAD, with ``+dirty`` when the working tree differs from it."""
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True,
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True,
                               text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=HERE, capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    return head + ("+dirty" if dirty.strip() else "")
 
 
 def cpu_name() -> str:
@@ -92,12 +97,16 @@ def time_aare(version, folder, size, repeats, threads):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def cold_start(finder: str, size) -> float:
+def cold_start(finder: str, size, repeats: int) -> list[float]:
+    """Seconds of fresh processes that import aare_lab and find clusters once."""
     code = COLD_START.format(finder=finder, size=tuple(size))
     subprocess.run([sys.executable, "-c", code], check=True)  # fills the cache
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True)
-    return time.perf_counter() - start
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True)
+        seconds.append(time.perf_counter() - start)
+    return seconds
 
 
 def summary(seconds, n_frames):
@@ -128,8 +137,9 @@ def main(argv=None):
                        "photons": len(truth), "repeats": args.repeats},
         "cases": [],
     }
-    pedestals = {noise: Pedestal(frames.shape[1:], N_PEDESTAL, noise=noise)
-                 for noise in ("running", "fixed")}
+    pedestals = {"running": Pedestal(frames.shape[1:], N_PEDESTAL, noise="running"),
+                 "fixed": Pedestal(frames.shape[1:], N_PEDESTAL, noise="fixed"),
+                 "fixed32": Pedestal(frames.shape[1:], N_PEDESTAL, "float32", "fixed")}
     for pedestal in pedestals.values():
         pedestal.push_dark(dark)
     with tempfile.TemporaryDirectory() as tmp:
@@ -145,6 +155,8 @@ def main(argv=None):
                 f"frozen_{threads}_threads": time_ours(FrozenFinder, pedestals["fixed"],
                                                         frames, size, args.repeats,
                                                         threads=threads),
+                "frozen_1_thread_float32": time_ours(FrozenFinder, pedestals["fixed32"],
+                                                     frames, size, args.repeats, threads=1),
             }
             theirs = {v: time_aare(v, folder, size, args.repeats, threads)
                       for v in ("2026.3.17", "2026.9.30")}
@@ -158,9 +170,11 @@ def main(argv=None):
             record["cases"].append(case)
             print_case(case, threads)
     record["host"]["threading_layer"] = numba.threading_layer()
-    record["cold_start_seconds"] = {f: cold_start(f, (3, 3)) for f in ("SerialFinder",
-                                                                      "FrozenFinder")}
-    print(f"second-process start + first find: {record['cold_start_seconds']}")
+    record["cold_start_seconds"] = {f: cold_start(f, (3, 3), args.repeats)
+                                    for f in ("SerialFinder", "FrozenFinder")}
+    for finder, seconds in record["cold_start_seconds"].items():
+        print(f"fresh process, import + first find with {finder}: best {min(seconds):.2f} s, "
+              f"median {statistics.median(seconds):.2f} s")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"cpu_finders_{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.json"
     path.write_text(json.dumps(record, indent=1))
@@ -184,6 +198,8 @@ def print_case(case, threads):
         (f"frozen, {threads} threads", fps(ours[f"frozen_{threads}_threads"]),
          f"aare 2026.9.30 ClusterFinderMT ({threads} threads)",
          aare_fps("2026.9.30", "ClusterFinderMT")),
+        ("frozen, 1 thread, f32", fps(ours["frozen_1_thread_float32"]),
+         "aare 2026.9.30 ClusterFinder (float64)", aare_fps("2026.9.30", "ClusterFinder")),
     ]
     print(f"cluster size {case['cluster_size']} (best of repeats, frames/s)")
     for ours_name, ours_fps, their_name, their_fps in rows:
