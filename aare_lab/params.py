@@ -7,8 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-PEDESTAL_DTYPES = ("float64", "float32")
-NOISE_MODES = ("running", "fixed")
 WINDOW_DTYPES = ("int32", "float32", "float64")
 MIN_CLUSTER_SIDE = 3
 MAX_CLUSTER_SIDE = 11
@@ -73,13 +71,6 @@ def parse_cluster_size(size: int | str | tuple[int, int]) -> tuple[int, int]:
 def format_cluster_size(size: tuple[int, int]) -> str:
     """Write ``(ny, nx)`` as ``"NYxNX"``."""
     return f"{size[0]}x{size[1]}"
-
-
-def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> str:
-    value = str(np.dtype(value)) if name.endswith("dtype") and value in choices else value
-    if value not in choices:
-        raise ValueError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}")
-    return value
 
 
 @dataclass(frozen=True)

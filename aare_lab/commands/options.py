@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..params import parse_cluster_size
-
-PEDESTAL_DTYPES = ("float64", "float32")
+from ..pedestal import NOISE_MODES, PEDESTAL_DTYPES
 
 
 def cluster_size(text: str) -> tuple[int, int]:
@@ -49,7 +48,7 @@ def add_finder_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--n-pedestal", type=positive_int, default=1000, metavar="N",
                        help="pedestal window: dark frames to train on (default 1000)")
     group.add_argument("--pedestal-dtype", choices=PEDESTAL_DTYPES, default="float64")
-    group.add_argument("--noise", choices=("running", "fixed"), default="running",
+    group.add_argument("--noise", choices=NOISE_MODES, default="running",
                        help="'fixed' freezes the rms when training ends (default running)")
     group.add_argument("--cap", type=positive_int, default=None, metavar="N",
                        help="max_clusters_per_frame (default: unbounded)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from typing import ClassVar, NamedTuple
@@ -245,8 +246,6 @@ class Finder(ABC):
         if isinstance(want, set):
             missing = sorted(want - set(numbers.tolist()))
             if missing:
-                import warnings
-
                 warnings.warn(f"branch maps were requested for frames not in this run: "
                               f"{missing[:20]}{' ...' if len(missing) > 20 else ''}",
                               stacklevel=3)
