@@ -4,7 +4,6 @@ The expected sites, branches and categories follow from the constructions docume
 compare_cases.py; none is taken from the code under test.
 """
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -240,13 +239,10 @@ def simulated_monch_runs(n_frames=2000, n_pedestal=100):
 
 @pytest.mark.slow
 def test_simulated_monch_run_is_fully_explained():
-    """2000 MÖNCH frames: serial vs frozen and frozen float32 vs float64 in seconds."""
+    """2000 MÖNCH frames: serial vs frozen and frozen float32 vs float64, all explained."""
     runs = simulated_monch_runs()
-    start = time.perf_counter()
     timing_pair = compare(runs["serial"], runs["frozen"], labels=["serial", "frozen"])
     precision_pair = compare(runs["frozen"], runs["frozen32"], labels=["frozen", "frozen32"])
-    elapsed = time.perf_counter() - start
-    assert elapsed < 20, f"comparing took {elapsed:.1f} s"
     for c in (timing_pair, precision_pair):
         assert c.matched > 4_000_000
         n_sites = c.a_only + c.b_only + c.matched_value_diffs
