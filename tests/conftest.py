@@ -4,6 +4,9 @@ import os
 
 import pytest
 
+# Run by an interpreter with aare (see test_aare_oracle.py), never imported here.
+collect_ignore = ["oracle_runner.py"]
+
 
 def pytest_collection_modifyitems(config, items):
     """In CI (``AARE_LAB_REQUIRE_AARE=1``) an aare oracle test that would skip fails."""
