@@ -49,19 +49,24 @@ def thresholds_row(s, s2, rms_fixed, fixed, N, nsig, thr):
             thr[j] = nsig * np.sqrt(max(s2[j] / N - resid * resid, zero))
 
 
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def ema(s, s2, y, N):
+    """One pedestal push: ``s += y - s / N``, ``s2 += y * y - s2 / N``, ``y = x - off``."""
+    return s + (y - s / N), s2 + (y * y - s2 / N)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def pushed_row(frame, off, s, s2, N, new_s, new_s2, new_v):
     """What one row's state and value would be after pushing the frame's values.
 
-    The EMA update ``s += y - s / N``, ``s2 += y * y - s2 / N`` with ``y = x - off``, and
-    the value a later read of the pushed pixel sees, ``y - s / N``; computed for every
-    pixel of the row and applied by the serial finder where the pixel is quiet.
+    The `ema` update and the value a later read of the pushed pixel sees, ``y - s / N``;
+    computed for every pixel of the row and applied by the serial finder where the pixel
+    is quiet.
     """
     for j in range(len(frame)):
         new_v[j] = frame[j]
         y = new_v[j] - off[j]
-        new_s[j] = s[j] + (y - s[j] / N)
-        new_s2[j] = s2[j] + (y * y - s2[j] / N)
+        new_s[j], new_s2[j] = ema(s[j], s2[j], y, N)
         new_v[j] = y - new_s[j] / N
 
 
@@ -69,14 +74,12 @@ def pushed_row(frame, off, s, s2, N, new_s, new_s2, new_v):
 def update_quiet_row(codes, frame, off, s, s2, N, x):
     """Push the frame's values into the pedestal of the row's QUIET_UPDATE pixels.
 
-    The update of `pushed_row`, in place and without the value read back; ``x`` is
-    scratch of the row's length in the state's dtype.
+    The `ema` update in place, without the value read back; ``x`` is scratch of the row's
+    length in the state's dtype.
     """
     for j in range(len(frame)):
         x[j] = frame[j]
-        y = x[j] - off[j]
-        new_s = s[j] + (y - s[j] / N)
-        new_s2 = s2[j] + (y * y - s2[j] / N)
+        new_s, new_s2 = ema(s[j], s2[j], x[j] - off[j], N)
         quiet = codes[j] == QUIET_UPDATE
         s[j] = new_s if quiet else s[j]
         s2[j] = new_s2 if quiet else s2[j]

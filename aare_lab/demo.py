@@ -19,11 +19,11 @@ from .compare import compare
 from .finders import available_finders, get_finder
 from .fit import PeakFit, fit_peak
 from .pedestal import Pedestal
+from .pipeline import DARK_CHUNK
 from .results import spectrum
 from .simulate import Beam, Detector, Simulator, Truth
 
 SPECTRUM_BIN_ADU = 2.0
-DARK_CHUNK = 100
 
 
 @dataclass

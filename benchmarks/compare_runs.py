@@ -9,13 +9,12 @@ repetitions; the record goes to ``benchmarks/results/``.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from cpu_finders import HERE, cpu_name, git_commit
+from cpu_finders import HERE, cpu_name, git_commit, write_record
 
 import aare_lab
 from aare_lab import FrozenFinder, SerialFinder
@@ -61,10 +60,7 @@ def main(argv=None):
                                           "cause": result.counts("cause")}
         print(f"{result.summary()}; compared in {min(seconds):.2f} s (best), "
               f"{statistics.median(seconds):.2f} s (median); causes {result.counts('cause')}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"compare_runs_{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.json"
-    path.write_text(json.dumps(record, indent=1))
-    print(f"wrote {path}")
+    write_record(record, args.out)
 
 
 if __name__ == "__main__":

@@ -175,8 +175,13 @@ def main(argv=None):
     for finder, seconds in record["cold_start_seconds"].items():
         print(f"fresh process, import + first find with {finder}: best {min(seconds):.2f} s, "
               f"median {statistics.median(seconds):.2f} s")
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"cpu_finders_{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.json"
+    write_record(record, args.out)
+
+
+def write_record(record: dict, folder: Path) -> None:
+    """Write a benchmark record as ``<benchmark>_<UTC time>.json`` in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{record['benchmark']}_{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.json"
     path.write_text(json.dumps(record, indent=1))
     print(f"wrote {path}")
 

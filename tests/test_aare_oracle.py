@@ -7,7 +7,6 @@ the frozen model with fixed noise. aare runs in its own interpreter (see `aare_e
 """
 
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np

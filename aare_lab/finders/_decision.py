@@ -107,7 +107,7 @@ def is_store(code):
     return code == TEST1_STORE or code == TEST3_STORE
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(cache=True, nogil=True, error_model="numpy")
 def store_window(v, i, j, ry, rx, round_values, out, k):
     """Write the window of ``(i, j)`` into ``out[k]`` in raster order; outside taps are 0."""
     ny, nx = v.shape
