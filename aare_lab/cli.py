@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run ``aare-lab``; returns the exit code."""
     from .capacity import TruncationError
+    from .gpu import GpuError, GpuUnavailable
     from .pedestal import PedestalNotReady
 
     args = build_parser().parse_args(argv)
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"aare-lab {args.command}: {err}", file=sys.stderr)
         return EXIT_TRUNCATED
     except (FileNotFoundError, ValueError, TypeError, KeyError, ImportError,
-            PedestalNotReady) as err:
+            PedestalNotReady, GpuUnavailable, GpuError) as err:
         print(f"aare-lab {args.command}: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

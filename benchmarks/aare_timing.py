@@ -1,9 +1,10 @@
 """Time PSI aare's cluster finders on .npy frames; run by an interpreter that has aare.
 
-Usage: python aare_timing.py DARK.npy FRAMES.npy NY NX N_SIGMA REPEATS THREADS
+Usage: python aare_timing.py DARK.npy FRAMES.npy NY NX N_SIGMA REPEATS THREADS [WHICH]
 
 Prints one JSON object: aare's version and, per finder, the seconds of every repetition
 (``find_clusters`` over all frames, pedestal training excluded, clusters collected).
+WHICH is ``both`` (default), or ``mt`` for ``ClusterFinderMT`` alone.
 """
 
 import json
@@ -45,7 +46,7 @@ def multi(dark, frames, cluster_size, n_sigma, threads):
     return elapsed, found
 
 
-def main(dark_path, frames_path, ny, nx, n_sigma, repeats, threads):
+def main(dark_path, frames_path, ny, nx, n_sigma, repeats, threads, which="both"):
     dark = np.load(dark_path)
     frames = np.load(frames_path)
     size = (int(ny), int(nx))
@@ -53,9 +54,10 @@ def main(dark_path, frames_path, ny, nx, n_sigma, repeats, threads):
            "threads": int(threads)}
     single(dark, frames[:5], size, float(n_sigma))
     for _ in range(int(repeats)):
-        seconds, found = single(dark, frames, size, float(n_sigma))
-        out["ClusterFinder"].append(seconds)
-        out["ClusterFinder_clusters"] = found
+        if which == "both":
+            seconds, found = single(dark, frames, size, float(n_sigma))
+            out["ClusterFinder"].append(seconds)
+            out["ClusterFinder_clusters"] = found
         seconds, found = multi(dark, frames, size, float(n_sigma), int(threads))
         out["ClusterFinderMT"].append(seconds)
         out["ClusterFinderMT_clusters"] = found

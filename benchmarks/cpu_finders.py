@@ -52,7 +52,13 @@ COLD_START = (
 
 
 def git_commit() -> str:
-    """HEAD, with ``+dirty`` when the working tree differs from it."""
+    """HEAD, with ``+dirty`` when the working tree differs from it.
+
+    ``$AARE_LAB_COMMIT`` overrides it, for copies of the tree without ``.git`` (the GPU
+    machine).
+    """
+    if os.environ.get("AARE_LAB_COMMIT"):
+        return os.environ["AARE_LAB_COMMIT"]
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True,
                               text=True, check=True).stdout.strip()

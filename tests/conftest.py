@@ -9,7 +9,18 @@ collect_ignore = ["oracle_runner.py"]
 
 
 def pytest_collection_modifyitems(config, items):
-    """In CI (``AARE_LAB_REQUIRE_AARE=1``) an aare oracle test that would skip fails."""
+    """Skip GPU tests, with the reason, where the cuda finder cannot run; in CI
+    (``AARE_LAB_REQUIRE_AARE=1``) an aare oracle test that would skip fails."""
+    gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
+    if gpu_tests:
+        from aare_lab.gpu import GpuUnavailable, cupy_or_raise
+
+        try:
+            cupy_or_raise()
+        except GpuUnavailable as err:
+            skip = pytest.mark.skip(reason=f"no usable GPU: {err}")
+            for item in gpu_tests:
+                item.add_marker(skip)
     if os.environ.get("AARE_LAB_REQUIRE_AARE") != "1":
         return
     for item in items:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..finders import available_finders, get_finder
+from ..finders import get_finder
 from ..pipeline import train_pedestal
 from ..results import save_result, truncated_frames
 from ..sources import open_source, split_dark
@@ -50,9 +50,7 @@ def _branch_selection(text: str | None):
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``aare-lab find``."""
-    if args.finder not in available_finders():
-        raise ValueError(f"finder {args.finder!r} is not available here; "
-                         f"choose from {', '.join(available_finders())}")
+    finder_cls = get_finder(args.finder)
     if args.threads is not None and args.finder != "frozen":
         raise ValueError("--threads applies to the frozen finder only")
     if (args.dark is None) == (args.n_dark is None):
@@ -70,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     options = {"on_truncation": args.on_truncation}
     if args.threads is not None:
         options["threads"] = args.threads
-    finder = get_finder(args.finder)(pedestal, args.n_sigma, args.cluster_size, args.cap,
+    finder = finder_cls(pedestal, args.n_sigma, args.cluster_size, args.cap,
                                      **options)
     result = finder.find(frames, branch_maps=_branch_selection(args.branch_maps),
                          progress=progress)

@@ -15,7 +15,7 @@ from ..capacity import ON_TRUNCATION, report_truncation, truncation_message
 from ..params import FinderParams
 from ..pedestal import Pedestal
 from ..results import make_result
-from ..sources import open_source
+from ..sources import FrameSource, open_source
 
 NO_CAP = -1
 INITIAL_CLUSTER_ROWS = 4096
@@ -88,14 +88,10 @@ class Finder(ABC):
         self.params = FinderParams(n_sigma, cluster_size, max_clusters_per_frame, window_dtype)
         self.on_truncation = on_truncation
         self.chunk_frames = int(chunk_frames)
-        ny, nx = pedestal.frame_shape
         t = pedestal.dtype.type
         self._nsig = t(self.params.n_sigma)
         cy, cx = self.params.cluster_size
         self._c3 = np.sqrt(t(cy * cx))
-        self._v = np.empty((ny, nx), pedestal.dtype)
-        self._codes = np.zeros((ny, nx), np.uint8)
-        self._out = None
 
     def __repr__(self) -> str:
         p = self.params
@@ -147,77 +143,49 @@ class Finder(ABC):
         Capacity overflows are recorded in each batch's ``n_found``/``n_kept``; nothing
         is warned here, the caller reports them.
         """
+        return self._batches(frames, frame_numbers, _branch_selection(branch_maps), progress)
+
+    @abstractmethod
+    def process_chunk(self, frames: np.ndarray, numbers: np.ndarray,
+                      branch_maps: bool | set[int] = False) -> ClusterBatch:
+        """Find the clusters of one validated chunk ``(n, ny, nx)`` uint16."""
+
+    # --------------------------------------------------------------- helpers
+    def _batches(self, frames, frame_numbers, wanted: bool | set[int], progress: bool,
+                 **options) -> Iterator[ClusterBatch]:
         self.pedestal.require_ready()
         if frame_numbers is not None:
             frame_numbers = np.asarray(list(frame_numbers))
-        source = open_source(frames, frame_numbers=frame_numbers)
+        source = self._open(frames, frame_numbers)
         if tuple(source.frame_shape) != self.pedestal.frame_shape:
             raise ValueError(
                 f"frames are {source.frame_shape[0]}x{source.frame_shape[1]} (ny x nx) but the "
                 f"pedestal is {self.pedestal.frame_shape[0]}x{self.pedestal.frame_shape[1]}"
             )
-        wanted = _branch_selection(branch_maps)
         with tqdm(total=source.n_frames, unit="frame", desc=f"{self.name} finder",
                   disable=not progress) as bar:
-            for chunk in source.chunks(self.chunk_frames):
-                yield self.process_chunk(chunk.frames, chunk.numbers, wanted)
-                bar.update(len(chunk.numbers))
+            for batch in self._process_source(source, wanted, **options):
+                yield batch
+                bar.update(len(batch.frame_numbers))
 
-    def process_chunk(self, frames: np.ndarray, numbers: np.ndarray,
-                      branch_maps: bool | set[int] = False) -> ClusterBatch:
-        """Run the compiled loop on one validated chunk ``(n, ny, nx)`` uint16."""
-        ped = self.pedestal
-        ped.require_ready()
-        n = frames.shape[0]
+    def _open(self, frames, frame_numbers) -> FrameSource:
+        return open_source(frames, frame_numbers=frame_numbers)
+
+    def _process_source(self, source: FrameSource,
+                        wanted: bool | set[int]) -> Iterator[ClusterBatch]:
+        for chunk in source.chunks(self.chunk_frames):
+            yield self.process_chunk(chunk.frames, chunk.numbers, wanted)
+
+    @staticmethod
+    def _map_slots(numbers: np.ndarray, branch_maps: bool | set[int]) -> np.ndarray:
+        """Per frame of a chunk, its index among the chunk's mapped frames, or -1."""
+        n = len(numbers)
         if branch_maps is True:
-            slot = np.arange(n, dtype=np.int64)
-        elif branch_maps:
+            return np.arange(n, dtype=np.int64)
+        if branch_maps:
             hits = np.fromiter((int(f) in branch_maps for f in numbers), bool, n)
-            slot = np.where(hits, np.cumsum(hits) - 1, -1).astype(np.int64)
-        else:
-            slot = np.full(n, -1, np.int64)
-        n_maps = int((slot >= 0).sum())
-        maps = np.zeros((n_maps, *ped.frame_shape), np.uint8)
-        n_found = np.zeros(n, np.int64)
-        n_kept = np.zeros(n, np.int64)
-        cap = self.params.max_clusters_per_frame
-        win, ys, xs, fidx = self._buffers()
-        win, ys, xs, fidx, n_out = self._run(
-            frames, cap=NO_CAP if cap is None else cap, round_values=self.params.window_dtype == "int32",
-            win=win, ys=ys, xs=xs, fidx=fidx, n_found=n_found, n_kept=n_kept,
-            map_slot=slot, maps=maps)
-        self._out = (win, ys, xs, fidx)
-        return ClusterBatch(
-            frame_numbers=np.asarray(numbers, np.int64), n_found=n_found, n_kept=n_kept,
-            cluster_frame=np.asarray(numbers, np.int64)[fidx[:n_out]],
-            cluster_y=ys[:n_out].copy(), cluster_x=xs[:n_out].copy(),
-            windows=win[:n_out].copy(), branch_maps=maps,
-            branch_frames=np.asarray(numbers, np.int64)[slot >= 0],
-        )
-
-    # --------------------------------------------------------------- helpers
-    def _buffers(self):
-        if self._out is None:
-            cy, cx = self.params.cluster_size
-            rows = INITIAL_CLUSTER_ROWS
-            self._out = (np.empty((rows, cy, cx), np.dtype(self.params.window_dtype)),
-                         np.empty(rows, np.int32), np.empty(rows, np.int32),
-                         np.empty(rows, np.int64))
-        return self._out
-
-    def _kernel_args(self):
-        ped = self.pedestal
-        ry, rx = self.params.radius
-        fixed = ped.noise == "fixed"
-        # With running noise the kept rms is never read; any array of the frame's shape
-        # and dtype fills its place.
-        rms_fixed = ped.rms_fixed if fixed else self._v
-        return (ped.off, ped.s, ped.s2, rms_fixed, fixed, ped.N, self._nsig, self._c3, ry, rx)
-
-    @abstractmethod
-    def _run(self, frames, *, cap, round_values, win, ys, xs, fidx, n_found, n_kept,
-             map_slot, maps):
-        """Call the compiled chunk loop; return ``(win, ys, xs, fidx, n_out)``."""
+            return np.where(hits, np.cumsum(hits) - 1, -1).astype(np.int64)
+        return np.full(n, -1, np.int64)
 
     def _assemble(self, batches: list[ClusterBatch], branch_maps) -> xr.Dataset:
         ped = self.pedestal
@@ -253,3 +221,64 @@ class Finder(ABC):
                                      self.params.max_clusters_per_frame)
         report_truncation(message, self.on_truncation, ds)
         return ds
+
+
+class CpuFinder(Finder):
+    """A finder whose chunk loop is compiled with Numba and runs in this process."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        shape = self.pedestal.frame_shape
+        self._v = np.empty(shape, self.pedestal.dtype)
+        self._codes = np.zeros(shape, np.uint8)
+        self._out = None
+
+    def process_chunk(self, frames: np.ndarray, numbers: np.ndarray,
+                      branch_maps: bool | set[int] = False) -> ClusterBatch:
+        """Run the compiled loop on one validated chunk ``(n, ny, nx)`` uint16."""
+        ped = self.pedestal
+        ped.require_ready()
+        n = frames.shape[0]
+        slot = self._map_slots(numbers, branch_maps)
+        n_maps = int((slot >= 0).sum())
+        maps = np.zeros((n_maps, *ped.frame_shape), np.uint8)
+        n_found = np.zeros(n, np.int64)
+        n_kept = np.zeros(n, np.int64)
+        cap = self.params.max_clusters_per_frame
+        win, ys, xs, fidx = self._buffers()
+        win, ys, xs, fidx, n_out = self._run(
+            frames, cap=NO_CAP if cap is None else cap, round_values=self.params.window_dtype == "int32",
+            win=win, ys=ys, xs=xs, fidx=fidx, n_found=n_found, n_kept=n_kept,
+            map_slot=slot, maps=maps)
+        self._out = (win, ys, xs, fidx)
+        return ClusterBatch(
+            frame_numbers=np.asarray(numbers, np.int64), n_found=n_found, n_kept=n_kept,
+            cluster_frame=np.asarray(numbers, np.int64)[fidx[:n_out]],
+            cluster_y=ys[:n_out].copy(), cluster_x=xs[:n_out].copy(),
+            windows=win[:n_out].copy(), branch_maps=maps,
+            branch_frames=np.asarray(numbers, np.int64)[slot >= 0],
+        )
+
+    def _buffers(self):
+        if self._out is None:
+            cy, cx = self.params.cluster_size
+            rows = INITIAL_CLUSTER_ROWS
+            self._out = (np.empty((rows, cy, cx), np.dtype(self.params.window_dtype)),
+                         np.empty(rows, np.int32), np.empty(rows, np.int32),
+                         np.empty(rows, np.int64))
+        return self._out
+
+    def _kernel_args(self):
+        ped = self.pedestal
+        ry, rx = self.params.radius
+        fixed = ped.noise == "fixed"
+        # With running noise the kept rms is never read; any array of the frame's shape
+        # and dtype fills its place.
+        rms_fixed = ped.rms_fixed if fixed else self._v
+        return (ped.off, ped.s, ped.s2, rms_fixed, fixed, ped.N, self._nsig, self._c3, ry, rx)
+
+    @abstractmethod
+    def _run(self, frames, *, cap, round_values, win, ys, xs, fidx, n_found, n_kept,
+             map_slot, maps):
+        """Call the compiled chunk loop; return ``(win, ys, xs, fidx, n_out)``."""
+

@@ -4,10 +4,10 @@ import numba
 import numpy as np
 
 from ._frozen import frozen_chunk
-from .base import Finder
+from .base import CpuFinder
 
 
-class FrozenFinder(Finder):
+class FrozenFinder(CpuFinder):
     """Every read in a frame sees the frame-start pedestal; updates apply after the frame.
 
     Parameters

@@ -3,10 +3,10 @@
 import numpy as np
 
 from ._serial import SCRATCH_ROWS, serial_chunk
-from .base import Finder
+from .base import CpuFinder
 
 
-class SerialFinder(Finder):
+class SerialFinder(CpuFinder):
     """Pixels in raster order; each read sees the updates of pixels scanned before it.
 
     Single-threaded by nature. Parameters as in `Finder`.

@@ -47,6 +47,11 @@ class ArraySource(FrameSource):
         self._numbers = (np.arange(n_frames, dtype=np.int64) if frame_numbers is None
                          else as_frame_numbers(frame_numbers, n_frames, name))
 
+    @property
+    def array(self) -> np.ndarray:
+        """The C-contiguous ``uint16`` stack the chunks are views of (do not modify it)."""
+        return self._frames
+
     def describe(self) -> str:
         return self.name
 

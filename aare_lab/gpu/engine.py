@@ -1,0 +1,345 @@
+"""Device state and launches of the frozen chunk kernel (``kernels/frozen.cu``) for one finder.
+
+The engine owns everything a finder keeps on the GPU: the pedestal state, the scratch the
+kernel works in, two output slots (so that the clusters of one chunk travel to the host
+while the next chunk is computed), and the device spectra. `FrozenEngine.launch` queues one
+chunk on the compute stream and returns at once; `FrozenEngine.collect` waits for it and
+brings back only what was found.
+
+If a band of the frame finds more clusters in a chunk than its region holds, the kernel
+writes nothing out; `collect` then enlarges the regions to the counts the kernel reported
+and repeats the chunk from a copy of the state it started from, so the live state is never
+advanced twice and nothing is lost.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .device import cuda_context, cupy_or_raise
+from .kernels import THREADS, KernelSpec, load_kernel
+
+#: Shared memory ahead of the tile: the block scan's 33 ints, rounded up.
+SCAN_BYTES = 256
+#: cudaDevAttrMaxSharedMemoryPerBlockOptin, cudaDevAttrMultiProcessorCount
+_ATTR_SHARED_OPTIN = 97
+_ATTR_SMS = 16
+#: Clusters a band's region holds at first, per frame of a chunk and per pixel of the band;
+#: MÖNCH beam data find about 1.3 % (3x3). Regions grow to what a chunk needed.
+INITIAL_REGION_DENSITY = 0.02
+
+
+class ChunkOutput(NamedTuple):
+    """What the kernel found in one chunk, on the host (NumPy arrays it owns)."""
+
+    n_found: np.ndarray
+    n_kept: np.ndarray
+    frame_index: np.ndarray
+    y: np.ndarray
+    x: np.ndarray
+    windows: np.ndarray
+    maps: np.ndarray
+
+
+class Launch(NamedTuple):
+    """A queued chunk: what `FrozenEngine.collect` needs to fetch or repeat it."""
+
+    slot: int
+    n: int
+    frames: object
+    map_slot: object
+    maps: object
+    done: object
+
+
+class FrozenEngine:
+    """GPU buffers and kernel launches of the frozen model for one frame shape and parameters.
+
+    Parameters
+    ----------
+    frame_shape
+        ``(ny, nx)``.
+    state_dtype
+        ``"float64"`` or ``"float32"`` (centred), as the host `Pedestal`.
+    window_dtype
+        ``"int32"``, ``"float32"`` or ``"float64"``.
+    cluster_size
+        ``(ny, nx)`` of the window, both odd.
+    chunk_frames
+        The most frames one launch processes.
+
+    Raises
+    ------
+    ValueError
+        When a band of the frame does not fit into the shared memory of one block.
+    """
+
+    def __init__(self, frame_shape: tuple[int, int], state_dtype: str, window_dtype: str,
+                 cluster_size: tuple[int, int], chunk_frames: int):
+        cp = cupy_or_raise()
+        self.cp = cp
+        self.frame_shape = frame_shape
+        self.state_dtype = np.dtype(state_dtype)
+        self.window_dtype = np.dtype(window_dtype)
+        self.cluster_size = cluster_size
+        self.chunk_frames = chunk_frames
+        ny, nx = frame_shape
+        ry = cluster_size[0] // 2
+        device = cp.cuda.Device()
+        sms = cp.cuda.runtime.deviceGetAttribute(_ATTR_SMS, device.id)
+        # Bands at least ry rows high take their halo from the adjacent bands alone.
+        self.n_bands = max(1, min(sms, ny // ry))
+        band_max = -(-ny // self.n_bands)
+        item = self.state_dtype.itemsize
+        tile = ((band_max + 2 * ry) * nx + band_max * nx) * item + band_max * nx
+        self.shared = SCAN_BYTES + max(tile, 4 * chunk_frames)
+        limit = cp.cuda.runtime.deviceGetAttribute(_ATTR_SHARED_OPTIN, device.id)
+        if self.shared > limit:
+            raise ValueError(
+                f"a {ny}x{nx} frame is too wide for the cuda finder with {state_dtype} state: "
+                f"one band of {band_max} rows needs {self.shared} bytes of shared memory, this "
+                f"GPU has {limit}; split the frame (e.g. per detector module), use float32, "
+                "or lower chunk_frames"
+            )
+        with cuda_context("compiling the frozen kernel"):
+            self.kernel = load_kernel(KernelSpec(self.state_dtype.name, self.window_dtype.name,
+                                                 tuple(cluster_size)))
+            cp.cuda.driver.funcSetAttribute(
+                self.kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                self.shared)
+        self.threads = THREADS
+        self.compute = cp.cuda.Stream(non_blocking=True)
+        self.fetch = cp.cuda.Stream(non_blocking=True)
+        with cuda_context("allocating the finder's GPU buffers"), self.compute:
+            self._allocate()
+        self.region_cap = max(64, int(np.ceil(INITIAL_REGION_DENSITY * chunk_frames
+                                              * band_max * nx)))
+        self._region = None
+        self._outputs = [None, None]
+        self._host = [None, None]
+        self._launches = 0
+        self.hist = None
+
+    def _allocate(self) -> None:
+        cp, shape, dt, c, G = self.cp, self.frame_shape, self.state_dtype, self.chunk_frames, \
+            self.n_bands
+        self.off = cp.zeros(shape, dt)
+        self.s = cp.zeros(shape, dt)
+        self.s2 = cp.zeros(shape, dt)
+        self.rms_fixed = cp.zeros(shape, dt)
+        self.fixed = False
+        self.starts = [(cp.empty(shape, dt), cp.empty(shape, dt)) for _ in range(2)]
+        self.exchange = cp.zeros((2, *shape), dt)
+        self.sync = cp.zeros(G + 1, cp.uint32)
+        self.seg_start = cp.zeros((c, G), cp.int32)
+        self.frame_start = cp.zeros(c, cp.int32)
+        self.counts = [cp.zeros((c, G), cp.int32) for _ in range(2)]
+        self.meta = [cp.zeros(2 * c + 2, cp.int64) for _ in range(2)]
+        self.meta_host = [cp.cuda.alloc_pinned_memory(8 * (2 * c + 2)) for _ in range(2)]
+        self.no_maps = cp.full(c, -1, cp.int64)
+        self.no_map_buffer = cp.zeros(1, cp.uint8)
+        self.no_edges = cp.zeros(2, cp.float64)
+        self.no_hist = cp.zeros(1, cp.uint64)
+        self.no_pixel_hist = cp.zeros(1, cp.uint32)
+
+    # ------------------------------------------------------------------ state
+    def upload(self, off, s, s2, rms_fixed, fixed: bool) -> None:
+        """Copy a host pedestal state to the device."""
+        with cuda_context("copying the pedestal to the GPU"), self.compute:
+            for dst, src in ((self.off, off), (self.s, s), (self.s2, s2)) + \
+                    (((self.rms_fixed, rms_fixed),) if fixed else ()):
+                dst.set(np.ascontiguousarray(src, self.state_dtype), stream=self.compute)
+            self.fixed = fixed
+            self.compute.synchronize()
+
+    def download(self) -> tuple[np.ndarray, np.ndarray]:
+        """The device's ``(s, s2)`` on the host, after all queued work."""
+        with cuda_context("copying the pedestal back from the GPU"):
+            self.compute.synchronize()
+            return self.s.get(), self.s2.get()
+
+    # ---------------------------------------------------------------- spectra
+    def set_spectrum(self, edges: np.ndarray | None, per_pixel: bool) -> None:
+        """Accumulate a cluster-energy histogram over ``edges`` (None: stop), per pixel too."""
+        cp = self.cp
+        self.compute.synchronize()
+        if edges is None:
+            self.hist = None
+            return
+        n_bins = len(edges) - 1
+        ny, nx = self.frame_shape
+        with cuda_context("allocating the device spectra"), self.compute:
+            self.hist = (cp.asarray(edges, cp.float64), cp.zeros(n_bins, cp.uint64),
+                         cp.zeros((ny, nx, n_bins), cp.uint32) if per_pixel else None)
+
+    def spectrum(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The accumulated ``(counts, per-pixel counts or None)`` on the host."""
+        self.compute.synchronize()
+        _, counts, pixel = self.hist
+        return counts.get().astype(np.int64), None if pixel is None else pixel.get()
+
+    # ---------------------------------------------------------------- launches
+    def launch(self, frames, map_slot: np.ndarray | None, wait=None) -> Launch:
+        """Queue the frames ``(n, ny, nx)`` (a device array) on the compute stream.
+
+        ``map_slot`` gives per frame its index in the chunk's branch maps, or -1 (None: no
+        maps); ``wait`` is an event the launch must wait for (the frames' copy).
+        """
+        cp = self.cp
+        n = int(frames.shape[0])
+        slot = self._launches % 2
+        self._launches += 1
+        with cuda_context(f"queueing {n} frames on the GPU"), self.compute:
+            if wait is not None:
+                self.compute.wait_event(wait)
+            if map_slot is None or not (map_slot >= 0).any():
+                slot_dev, maps = self.no_maps[:n], self.no_map_buffer
+            else:
+                slot_dev = cp.asarray(map_slot, cp.int64)
+                maps = cp.zeros((int((map_slot >= 0).sum()), *self.frame_shape), cp.uint8)
+            start_s, start_s2 = self.starts[slot]
+            start_s.data.copy_from_device_async(self.s.data, self.s.nbytes, self.compute)
+            start_s2.data.copy_from_device_async(self.s2.data, self.s2.nbytes, self.compute)
+            self._ensure_outputs(slot)
+            self._run(frames, n, slot, self.s, self.s2, slot_dev, maps)
+            done = cp.cuda.Event(disable_timing=True)
+            done.record(self.compute)
+        return Launch(slot, n, frames, slot_dev, maps, done)
+
+    def collect(self, launch: Launch, clusters: bool = True) -> ChunkOutput:
+        """Wait for a launch and bring its results to the host (the clusters only if asked)."""
+        cp = self.cp
+        n, slot = launch.n, launch.slot
+        with cuda_context(f"fetching the clusters of {n} frames from the GPU"):
+            c = self.chunk_frames
+            meta = self._fetch_meta(launch)
+            if meta[2 * c + 1]:
+                self._repeat(launch)
+                meta = self._fetch_meta(launch)
+            n_out = int(meta[2 * c])
+            n_found = meta[:n].copy()
+            n_kept = meta[c:c + n].copy()
+            wy, wx = self.cluster_size
+            if clusters and n_out:
+                win, pos = self._outputs[slot]
+                host_win, host_pos = self._host_buffers(slot, n_out)
+                cp.cuda.runtime.memcpyAsync(host_win.ctypes.data, win.data.ptr,
+                                            n_out * wy * wx * win.itemsize,
+                                            cp.cuda.runtime.memcpyDeviceToHost, self.fetch.ptr)
+                cp.cuda.runtime.memcpyAsync(host_pos.ctypes.data, pos.data.ptr, n_out * 12,
+                                            cp.cuda.runtime.memcpyDeviceToHost, self.fetch.ptr)
+                self.fetch.synchronize()
+                windows = host_win[:n_out].copy()
+                positions = host_pos[:n_out].copy()
+            else:
+                windows = np.zeros((0, wy, wx), self.window_dtype)
+                positions = np.zeros((0, 3), np.int32)
+            maps = launch.maps.get() if launch.maps is not self.no_map_buffer else \
+                np.zeros((0, *self.frame_shape), np.uint8)
+        return ChunkOutput(n_found, n_kept, positions[:, 2].astype(np.int64),
+                           positions[:, 0].copy(), positions[:, 1].copy(), windows, maps)
+
+    # --------------------------------------------------------------- helpers
+    def _fetch_meta(self, launch: Launch) -> np.ndarray:
+        cp = self.cp
+        host = np.frombuffer(self.meta_host[launch.slot], np.int64, 2 * self.chunk_frames + 2)
+        self.fetch.wait_event(launch.done)
+        cp.cuda.runtime.memcpyAsync(host.ctypes.data, self.meta[launch.slot].data.ptr,
+                                    host.nbytes, cp.cuda.runtime.memcpyDeviceToHost,
+                                    self.fetch.ptr)
+        self.fetch.synchronize()
+        return host.copy()
+
+    def _repeat(self, launch: Launch) -> None:
+        """Enlarge the regions and run the chunk again from the state it started from."""
+        cp = self.cp
+        self.compute.synchronize()
+        per_band = self.counts[launch.slot][:launch.n].get().sum(axis=0)
+        self.region_cap = int(int(per_band.max()) * 1.25) + 64
+        self._region = None
+        self._outputs[launch.slot] = None
+        with self.compute:
+            self._ensure_outputs(launch.slot)
+            start_s, start_s2 = self.starts[launch.slot]
+            self._run(launch.frames, launch.n, launch.slot, start_s.copy(), start_s2.copy(),
+                      launch.map_slot, launch.maps)
+        self.compute.synchronize()
+
+    def _ensure_outputs(self, slot: int) -> None:
+        cp = self.cp
+        wy, wx = self.cluster_size
+        rows = self.n_bands * self.region_cap
+        if self._region is None:
+            self._region = (cp.empty((rows, wy, wx), self.window_dtype),
+                            cp.empty((rows, 3), cp.int32))
+        # The other slot may still hold a chunk's clusters: only this one is replaced.
+        if self._outputs[slot] is None or self._outputs[slot][0].shape[0] < rows:
+            self._outputs[slot] = (cp.empty((rows, wy, wx), self.window_dtype),
+                                   cp.empty((rows, 3), cp.int32))
+
+    def _host_buffers(self, slot: int, rows: int):
+        held = self._host[slot]
+        if held is None or held[0].shape[0] < rows:
+            wy, wx = self.cluster_size
+            size = max(rows, 2 * (0 if held is None else held[0].shape[0]))
+            win_mem = self.cp.cuda.alloc_pinned_memory(size * wy * wx * self.window_dtype.itemsize)
+            pos_mem = self.cp.cuda.alloc_pinned_memory(size * 12)
+            held = (np.frombuffer(win_mem, self.window_dtype, size * wy * wx).reshape(size, wy, wx),
+                    np.frombuffer(pos_mem, np.int32, size * 3).reshape(size, 3))
+            self._host[slot] = held
+        return held
+
+    def _run(self, frames, n, slot, s, s2, map_slot, maps) -> None:
+        cp, c = self.cp, self.chunk_frames
+        t = self.state_dtype.type
+        meta = self.meta[slot]
+        region_win, region_pos = self._region
+        out_win, out_pos = self._outputs[slot]
+        if self.hist is None:
+            edges, n_bins, hist, pixel = self.no_edges, 0, self.no_hist, None
+        else:
+            edges, hist, pixel = self.hist
+            n_bins = len(hist)
+        ny, nx = self.frame_shape
+        cp.cuda.runtime.memsetAsync(self.sync.data.ptr, 0, self.sync.nbytes, self.compute.ptr)
+        cp.cuda.runtime.memsetAsync(meta.data.ptr, 0, meta.nbytes, self.compute.ptr)
+        args = (frames, np.int32(n), np.int32(ny), np.int32(nx),
+                self.off, s, s2, self.rms_fixed, np.int32(self.fixed),
+                t(self.N), t(self.nsig), t(self.c3), np.int32(self.cap),
+                self.exchange, self.sync, self.counts[slot], np.int32(self.region_cap),
+                region_win, region_pos, self.seg_start, self.frame_start,
+                meta[:c], meta[c:2 * c], meta[2 * c:2 * c + 1], meta[2 * c + 1:],
+                out_win, out_pos, map_slot, maps,
+                edges, np.int32(n_bins), hist,
+                np.int32(pixel is not None), self.no_pixel_hist if pixel is None else pixel)
+        self.kernel((self.n_bands, 1, 1), (self.threads, 1, 1), args, shared_mem=self.shared,
+                    stream=self.compute, enable_cooperative_groups=True)
+
+    def rewind(self, launch: Launch) -> None:
+        """Set the state back to what it was when ``launch`` started (after all queued work)."""
+        with cuda_context("rewinding the GPU pedestal"), self.compute:
+            start_s, start_s2 = self.starts[launch.slot]
+            self.s[...] = start_s
+            self.s2[...] = start_s2
+            self.compute.synchronize()
+
+    def warmup(self) -> None:
+        """Launch the kernel once on scratch state, so that loading it costs no later call."""
+        cp = self.cp
+        hist, self.hist = self.hist, None
+        try:
+            with cuda_context("warming up the frozen kernel"), self.compute:
+                self._ensure_outputs(0)
+                frames = cp.zeros((1, *self.frame_shape), cp.uint16)
+                self._run(frames, 1, 0, self.s.copy(), self.s2.copy(), self.no_maps[:1],
+                          self.no_map_buffer)
+                self.compute.synchronize()
+        finally:
+            self.hist = hist
+
+    def configure(self, N, nsig, c3, cap: int | None) -> None:
+        """Set the scalars of the decision (in the state dtype) and the capacity."""
+        self.N, self.nsig, self.c3 = N, nsig, c3
+        self.cap = -1 if cap is None else int(cap)

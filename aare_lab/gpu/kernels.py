@@ -1,0 +1,103 @@
+"""The CUDA sources of ``kernels/``, specialised by preprocessor defines and cached on disk.
+
+Each variant (pedestal dtype, window dtype, cluster size) is an ``extern "C"`` entry point
+compiled by NVRTC with the defines of `KernelSpec`, and its cubin is kept under
+`cache_dir`, keyed by the source, the options, the GPU architecture and the NVRTC version:
+a new process loads it without compiling. The module is compiled here rather than through
+``cupy.RawModule`` because CuPy adds ``-ftz=true`` to every compilation it caches, and
+flushing float32 subnormals to zero would break bit-identity with the CPU finders.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from .device import cupy_or_raise
+
+SOURCE = "frozen.cu"
+ENTRY = "frozen_chunk"
+#: IEEE arithmetic exactly as written: no contraction into FMAs, no flush-to-zero,
+#: correctly rounded division and square root.
+OPTIONS = ("-fmad=false", "-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-std=c++17")
+#: Threads per block; the kernel's ``MAX_THREADS`` launch bound.
+THREADS = 512
+
+_C_TYPES = {"float32": "float", "float64": "double", "int32": "int"}
+_loaded: dict[tuple, object] = {}
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """What a compiled variant is specialised for."""
+
+    state_dtype: str
+    window_dtype: str
+    cluster_size: tuple[int, int]
+
+    def defines(self) -> tuple[str, ...]:
+        """The ``-D`` options of this variant."""
+        ny, nx = self.cluster_size
+        return (f"-DSTATE_T={_C_TYPES[self.state_dtype]}",
+                f"-DWINDOW_T={_C_TYPES[self.window_dtype]}",
+                f"-DROUND_WINDOW={int(self.window_dtype == 'int32')}",
+                f"-DCLUSTER_NY={ny}", f"-DCLUSTER_NX={nx}")
+
+
+def kernel_dir() -> Path:
+    """Where the CUDA sources are: ``aare_lab/kernels`` in a wheel, ``kernels/`` in a checkout."""
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / "kernels", package.parent / "kernels"):
+        if (candidate / SOURCE).is_file():
+            return candidate
+    raise FileNotFoundError(f"CUDA source {SOURCE} not found beside {package}; the installation "
+                            "is incomplete (the wheel ships it as aare_lab/kernels)")
+
+
+def cache_dir() -> Path:
+    """The cubin cache: ``$AARE_LAB_KERNEL_CACHE``, else ``~/.cache/aare_lab/kernels``."""
+    env = os.environ.get("AARE_LAB_KERNEL_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "aare_lab" / "kernels"
+
+
+def load_kernel(spec: KernelSpec):
+    """The compiled entry point of ``spec`` on the current device (compiled once per machine).
+
+    Returns
+    -------
+    cupy.cuda.function.Function
+    """
+    cp = cupy_or_raise()
+    device = cp.cuda.Device().id
+    with _lock:
+        key = (spec, device)
+        if key not in _loaded:
+            module = cp.cuda.function.Module()
+            module.load(_cubin(cp, spec))
+            _loaded[key] = (module, module.get_function(ENTRY))
+        return _loaded[key][1]
+
+
+def _cubin(cp, spec: KernelSpec) -> bytes:
+    from cupy.cuda import compiler
+
+    source = (kernel_dir() / SOURCE).read_text()
+    arch = compiler._get_arch()
+    options = OPTIONS + spec.defines()
+    version = cp.cuda.nvrtc.getVersion()
+    key = hashlib.sha256(
+        "\0".join([source, *options, str(arch), str(version), cp.__version__]).encode()
+    ).hexdigest()
+    path = cache_dir() / f"{ENTRY}-{key[:32]}.cubin"
+    if path.is_file():
+        return path.read_bytes()
+    cubin, _ = compiler.compile_using_nvrtc(source, options, arch, filename=SOURCE)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_bytes(cubin)
+    os.replace(partial, path)  # atomic: concurrent processes never read half a file
+    return cubin

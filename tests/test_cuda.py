@@ -1,0 +1,312 @@
+"""The cuda finder against the frozen CPU finder, bit for bit (ALGORITHM.md, "Equality
+promises"), and its promises of its own: chunking, streams, split runs, device-resident
+frames, snapshots, device spectra, early stops and bad input.
+
+Every test here needs an NVIDIA GPU and CuPy (marker ``gpu``); without them they are
+skipped with the reason, and the CPU-side checks at the end still run.
+"""
+
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import aare_lab
+from aare_lab import FrozenFinder, Pedestal, TruncationWarning
+from aare_lab.finders import CudaFinder
+from aare_lab.gpu import GpuUnavailable
+from aare_lab.results import spectrum
+from aare_lab.simulate import Beam, Detector, simulate_run
+
+N_PEDESTAL = 64
+SHAPES = {"moench": (400, 400), "jungfrau": (512, 1024), "odd": (257, 301)}
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """One simulated run per frame shape: dark frames, then data with dense photon hits."""
+    made = {}
+
+    def get(name, n_frames=40, photons=None):
+        key = (name, n_frames, photons)
+        if key not in made:
+            shape = SHAPES[name]
+            area = shape[0] * shape[1] / 160000
+            beam = Beam(photons_per_frame=(2300 if photons is None else photons) * area)
+            made[key] = simulate_run(N_PEDESTAL, n_frames, seed=7,
+                                     detector=Detector(frame_shape=shape), beam=beam)
+        return made[key]
+
+    return get
+
+
+def trained(run, dtype="float64", noise="running") -> Pedestal:
+    ped = Pedestal(run.dark.shape[1:], N_PEDESTAL, dtype, noise)
+    ped.push_dark(run.dark)
+    return ped
+
+
+def quiet(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TruncationWarning)
+        return fn(*args, **kwargs)
+
+
+def assert_same(a, b, ped_a=None, ped_b=None):
+    """Clusters (order included), per-frame counts, branch maps, and pedestal state."""
+    for name in ("frame_number", "y", "x", "window", "n_found", "n_kept"):
+        np.testing.assert_array_equal(a[name].to_numpy(), b[name].to_numpy(), err_msg=name)
+    assert a["window"].dtype == b["window"].dtype
+    if "branch_map" in a or "branch_map" in b:
+        np.testing.assert_array_equal(a["branch_map"].to_numpy(), b["branch_map"].to_numpy())
+    if ped_a is not None:
+        sa, sb = ped_a.state(), ped_b.state()
+        assert sa.keys() == sb.keys()
+        for key in sa:
+            np.testing.assert_array_equal(sa[key], sb[key], err_msg=key)
+
+
+def both(run, dtype, cluster_size, cap=None, noise="running", frames=None, **cuda_options):
+    frames = run.frames if frames is None else frames
+    ped_cpu, ped_gpu = trained(run, dtype, noise), trained(run, dtype, noise)
+    cpu = quiet(FrozenFinder(ped_cpu, 5.0, cluster_size, cap).find, frames, branch_maps=True,
+                progress=False)
+    gpu = quiet(CudaFinder(ped_gpu, 5.0, cluster_size, cap, **cuda_options).find, frames,
+                branch_maps=True, progress=False)
+    return cpu, gpu, ped_cpu, ped_gpu
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("cluster_size", [(3, 3), (5, 5), (9, 9), (3, 5)])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_cuda_equals_frozen(runs, shape, cluster_size, dtype):
+    cpu, gpu, ped_cpu, ped_gpu = both(runs(shape), dtype, cluster_size, chunk_frames=16)
+    assert cpu.sizes["cluster"] > 1000, "the case must find clusters to compare"
+    assert gpu.attrs["finder"] == "cuda"
+    assert_same(cpu, gpu, ped_cpu, ped_gpu)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("noise", ["running", "fixed"])
+def test_cuda_equals_frozen_over_capacity(runs, shape, dtype, noise):
+    run = runs(shape)
+    ped = trained(run, dtype, noise)
+    uncapped = FrozenFinder(ped, 5.0, 3).find(run.frames, progress=False)["n_found"]
+    cap = int(np.median(uncapped))  # about half of the frames overflow
+    cpu, gpu, ped_cpu, ped_gpu = both(run, dtype, (3, 3), cap, noise, chunk_frames=16)
+    over = (cpu["n_found"] > cap).to_numpy()
+    assert over.sum() >= 10 and (~over).sum() >= 10
+    assert_same(cpu, gpu, ped_cpu, ped_gpu)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("window_dtype", ["float32", "float64"])
+def test_float_windows(runs, window_dtype):
+    run = runs("moench", 12)
+    ped_cpu, ped_gpu = trained(run, "float32"), trained(run, "float32")
+    cpu = FrozenFinder(ped_cpu, 4.0, 5, window_dtype=window_dtype).find(run.frames,
+                                                                        progress=False)
+    gpu = CudaFinder(ped_gpu, 4.0, 5, window_dtype=window_dtype).find(run.frames,
+                                                                      progress=False)
+    assert_same(cpu, gpu, ped_cpu, ped_gpu)
+
+
+@pytest.mark.gpu
+def test_regions_that_overflow_are_repeated(runs):
+    """A band region too small for a chunk: the chunk is repeated, nothing is lost."""
+    run = runs("moench")
+    ped_cpu, ped_gpu = trained(run), trained(run)
+    cpu = FrozenFinder(ped_cpu, 5.0, 3).find(run.frames, progress=False)
+    finder = CudaFinder(ped_gpu, 5.0, 3, chunk_frames=8)
+    finder._engine.region_cap = 4
+    gpu = finder.find(run.frames, progress=False)
+    assert finder._engine.region_cap > 4
+    assert_same(cpu, gpu, ped_cpu, ped_gpu)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_same_result_for_any_chunking_splitting_and_repetition(runs, dtype):
+    run = runs("moench", 150)
+    start = trained(run, dtype)
+    reference = None
+    for chunk in (1, 7, 64, 1000):
+        ped = start.copy()
+        result = CudaFinder(ped, 5.0, 3, chunk_frames=chunk).find(run.frames, progress=False)
+        if reference is None:
+            reference, ref_ped = result, ped
+        else:
+            assert_same(reference, result, ref_ped, ped)
+    ped = start.copy()
+    finder = CudaFinder(ped, 5.0, 3, chunk_frames=64)
+    parts = [finder.find(run.frames[a:b], np.arange(a, b), progress=False)
+             for a, b in ((0, 5), (5, 97), (97, 150))]
+    for name in ("frame_number", "y", "x", "window", "n_found"):
+        np.testing.assert_array_equal(np.concatenate([p[name].to_numpy() for p in parts]),
+                                      reference[name].to_numpy(), err_msg=name)
+    for key, value in ped.state().items():
+        np.testing.assert_array_equal(value, ref_ped.state()[key])
+    for _ in range(5):
+        ped = start.copy()
+        again = CudaFinder(ped, 5.0, 3, chunk_frames=64).find(run.frames, progress=False)
+        assert_same(reference, again, ref_ped, ped)
+
+
+@pytest.mark.gpu
+def test_register_and_stage_give_the_same_result(runs):
+    run = runs("moench", 60)
+    results = []
+    for mode in ("register", "stage"):
+        ped = trained(run)
+        results.append((CudaFinder(ped, 5.0, 3, chunk_frames=16, host_memory=mode)
+                        .find(run.frames, progress=False), ped))
+    assert_same(results[0][0], results[1][0], results[0][1], results[1][1])
+
+
+@pytest.mark.gpu
+def test_device_resident_frames_and_snapshots(runs):
+    import cupy as cp
+
+    run = runs("moench", 60)
+    start = trained(run, "float32")
+    on_device = cp.asarray(run.frames)
+    finder = CudaFinder(start.copy(), 5.0, 3, chunk_frames=16)
+    snap = finder.snapshot()
+    first = finder.find(on_device, progress=False)
+    host_ped = start.copy()
+    from_host = CudaFinder(host_ped, 5.0, 3).find(run.frames, progress=False)
+    assert_same(from_host, first, host_ped, finder.pedestal)
+
+    # A slider: the same stack again from the same start, with another n_sigma.
+    retuned = CudaFinder(start.copy(), 4.0, 3, chunk_frames=16)
+    retuned.restore(snap)
+    again = retuned.find(on_device, progress=False)
+    cpu_ped = start.copy()
+    cpu = FrozenFinder(cpu_ped, 4.0, 3).find(run.frames, progress=False)
+    assert_same(cpu, again, cpu_ped, retuned.pedestal)
+    assert again.sizes["cluster"] > first.sizes["cluster"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("per_pixel", [False, True])
+def test_device_spectrum_equals_the_histogram_of_the_clusters(runs, per_pixel):
+    run = runs("moench", 40)
+    ped_a, ped_b = trained(run), trained(run)
+    clusters = CudaFinder(ped_a, 5.0, 3).find(run.frames, progress=False)
+    spec = CudaFinder(ped_b, 5.0, 3, chunk_frames=16).spectrum(
+        run.frames, bins=150, range=(-100.0, 1400.0), per_pixel=per_pixel, progress=False)
+    host = spectrum(clusters, bins=150, range=(-100.0, 1400.0))
+    np.testing.assert_array_equal(spec["counts"].to_numpy(), host.to_numpy())
+    np.testing.assert_array_equal(spec["energy_lo"].to_numpy(), host["energy_lo"].to_numpy())
+    assert spec["counts"].sum() > 10000
+    np.testing.assert_array_equal(spec["n_found"].to_numpy(), clusters["n_found"].to_numpy())
+    for key, value in ped_a.state().items():
+        np.testing.assert_array_equal(value, ped_b.state()[key])
+    if per_pixel:
+        energy = clusters["energy"].to_numpy()
+        edges = host["energy_lo"].to_numpy().tolist() + [1400.0]
+        inside = (energy >= -100.0) & (energy <= 1400.0)
+        bins = np.clip(np.searchsorted(edges, energy[inside], side="right") - 1, 0, 149)
+        expected = np.zeros((400, 400, 150), np.int64)
+        np.add.at(expected, (clusters["y"].to_numpy()[inside], clusters["x"].to_numpy()[inside],
+                             bins), 1)
+        np.testing.assert_array_equal(spec["pixel_counts"].to_numpy(), expected)
+    else:
+        assert "pixel_counts" not in spec
+
+
+@pytest.mark.gpu
+def test_stopping_early_leaves_the_pedestal_after_the_last_batch_handed_out(runs):
+    run = runs("moench", 60)
+    ped_gpu, ped_cpu = trained(run), trained(run)
+    batches = CudaFinder(ped_gpu, 5.0, 3, chunk_frames=16).find_batches(run.frames)
+    first = next(batches)
+    batches.close()
+    cpu = FrozenFinder(ped_cpu, 5.0, 3).find(run.frames[:16], progress=False)
+    np.testing.assert_array_equal(first.windows, cpu["window"].to_numpy())
+    for key, value in ped_cpu.state().items():
+        np.testing.assert_array_equal(value, ped_gpu.state()[key])
+
+
+@pytest.mark.gpu
+def test_subnormal_float32_state_is_not_flushed():
+    """CuPy's own compile cache adds -ftz=true; the finder must keep IEEE subnormals."""
+    ped_cpu = Pedestal((8, 8), 4, "float32")
+    ped_cpu.push_dark(np.full((4, 8, 8), 1000, np.uint16))
+    ped_cpu.s[::2] = np.float32(1e-41)
+    ped_cpu.s[1::2] = np.float32(-1e-41)
+    ped_gpu = ped_cpu.copy()
+    frames = np.full((3, 8, 8), 1000, np.uint16)
+    cpu = FrozenFinder(ped_cpu, 5.0, 3).find(frames, branch_maps=True, progress=False)
+    gpu = CudaFinder(ped_gpu, 5.0, 3).find(frames, branch_maps=True, progress=False)
+    codes = cpu["branch_map"].to_numpy()
+    assert (codes[0, ::2] == 1).all(), "a subnormal positive resid makes v < -0: NEG_SKIP"
+    assert_same(cpu, gpu, ped_cpu, ped_gpu)
+
+
+@pytest.mark.gpu
+def test_bad_device_frames_are_refused_before_launch(runs):
+    import cupy as cp
+
+    run = runs("moench", 4)
+    finder = CudaFinder(trained(run), 5.0, 3)
+    before = finder.pedestal.state()
+    frames = cp.asarray(run.frames)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        finder.find(frames[:, :, ::-1], progress=False)
+    with pytest.raises(TypeError, match="uint16"):
+        finder.find(frames.astype(cp.float32), progress=False)
+    with pytest.raises(ValueError, match="400x400"):
+        finder.find(frames[:, :200], progress=False)
+    for key, value in finder.pedestal.state().items():
+        np.testing.assert_array_equal(value, before[key])
+
+
+@pytest.mark.gpu
+def test_too_wide_frames_are_refused_with_the_reason():
+    ped = Pedestal((64, 40000), 2, "float64")
+    ped.push_dark(np.full((2, 64, 40000), 10, np.uint16))
+    with pytest.raises(ValueError, match="shared memory"):
+        CudaFinder(ped, 5.0, 11)
+
+
+# ------------------------------------------------------------------ without a GPU
+
+
+def test_missing_cupy_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    ped = Pedestal((4, 4), 1)
+    ped.push_dark(np.ones((1, 4, 4), np.uint16))
+    with pytest.raises(GpuUnavailable, match=r"aare_lab\[cuda13\]"):
+        CudaFinder(ped, 5.0, 3)
+
+
+def test_cli_reports_a_missing_gpu(monkeypatch, tmp_path, capsys):
+    from aare_lab.cli import main
+
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    frames = np.full((6, 8, 8), 100, np.uint16)
+    np.save(tmp_path / "f.npy", frames)
+    code = main(["find", "--frames", str(tmp_path / "f.npy"), "--n-dark", "3", "--n-pedestal", "3",
+                 "--finder", "cuda", "--out", str(tmp_path / "r.nc"), "--quiet"])
+    assert code == 1
+    assert "cuda13" in capsys.readouterr().err
+
+
+def test_kernel_source_names_its_cpu_twins():
+    """The kernel mirrors the CPU functions by name, and each side names the other."""
+    from aare_lab.gpu.kernels import SOURCE, kernel_dir
+
+    text = (kernel_dir() / SOURCE).read_text()
+    for twin in ("_arith.values_row", "_arith.thresholds_row", "_arith.ema",
+                 "_arith.update_quiet_row", "_arith.round_half_away", "_decision.classify",
+                 "_decision.store_window"):
+        assert f"// {twin}" in text, twin
+    package = Path(aare_lab.__file__).parent
+    for module in ("_arith.py", "finders/_decision.py", "finders/_frozen.py"):
+        assert "kernels/frozen.cu" in (package / module).read_text(), module
