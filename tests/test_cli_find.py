@@ -84,7 +84,7 @@ def test_capacity_error_exits_3(run_files, tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--dark", "missing.npy"], "missing.npy"),
     (["--dark", "{dark}", "--n-pedestal", "1000"], "too few dark frames: 30 given"),
-    (["--dark", "{dark}", "--finder", "cuda"], "not available here"),
+    (["--dark", "{dark}", "--finder", "gpu"], "unknown finder 'gpu'"),
     (["--dark", "{dark}", "--finder", "serial", "--threads", "2"], "frozen finder only"),
     (["--dark", "{dark}", "--n-dark", "3"], "exactly one of"),
     (["--dark", "{dark}.h5"], "No such file"),

@@ -51,6 +51,7 @@ def _branch_selection(text: str | None):
 def run(args: argparse.Namespace) -> int:
     """Execute ``aare-lab find``."""
     finder_cls = get_finder(args.finder)
+    finder_cls.require_available()
     if args.threads is not None and args.finder != "frozen":
         raise ValueError("--threads applies to the frozen finder only")
     if (args.dark is None) == (args.n_dark is None):

@@ -93,6 +93,10 @@ class Finder(ABC):
         cy, cx = self.params.cluster_size
         self._c3 = np.sqrt(t(cy * cx))
 
+    @classmethod
+    def require_available(cls) -> None:
+        """Raise if this finder cannot run on this machine (before any work is done)."""
+
     def __repr__(self) -> str:
         p = self.params
         cap = p.max_clusters_per_frame

@@ -75,6 +75,11 @@ class CudaFinder(Finder):
         self._synced: tuple[np.ndarray, np.ndarray] | None = None
 
     # ----------------------------------------------------------------- public
+    @classmethod
+    def require_available(cls) -> None:
+        """Raise `GpuUnavailable` (naming the extra to install) without CuPy or a GPU."""
+        cupy_or_raise()
+
     def warmup(self) -> None:
         """Load the kernel and run it once on scratch state, so no later call pays for it.
 
