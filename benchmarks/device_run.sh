@@ -9,9 +9,9 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$repo/out}; mkdir -p "$out"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site "$repo"/.whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site AARE_PYTHON_2026_9_30=python3 PYTHONUNBUFFERED=1
+export PYTHONPATH=/tmp/site AARE_PYTHON_2026_9_30=$(command -v python3) PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
-python3 -c "import aare_lab, aare_lab.gpu.kernels as k; print(aare_lab.__file__, k.kernel_dir())"
+(cd /tmp && python3 -c "import aare_lab, aare_lab.gpu.kernels as k; print('testing', aare_lab.__file__, 'kernels from', k.kernel_dir())")
 status=0
 if [[ $what == tests || $what == all ]]; then
     (cd /tmp && python3 -m pytest "$repo/tests/test_cuda.py" -p no:cacheprovider -q -ra \
@@ -19,6 +19,6 @@ if [[ $what == tests || $what == all ]]; then
 fi
 if [[ $what == bench || $what == all ]]; then
     (cd /tmp && python3 "$repo/benchmarks/gpu_pipeline.py" --out "$out" "$@" 2>&1 \
-        | tee "$out/gpu_pipeline.log") || status=1
+        | tee -a "$out/gpu_pipeline.log") || status=1
 fi
 exit $status

@@ -189,7 +189,7 @@ def main(argv=None):
     dark = sim.dark(N_PEDESTAL)
     unique, truth = sim.frames(args.unique)
     frames = np.ascontiguousarray(np.resize(unique, (args.frames, *unique.shape[1:])))
-    sparse = Simulator(beam=Beam(photons_per_frame=args.sparse_photons), seed=2).frames(
+    sparse = Simulator(beam=Beam(photons_per_frame=args.sparse_photons), seed=1).frames(
         min(args.unique, args.frames))[0]
     print(f"simulated in {time.perf_counter() - t0:.1f} s", flush=True)
 
@@ -257,7 +257,7 @@ def main(argv=None):
             runs["kernel"] = {"seconds": kernel, **fps({"seconds": kernel}, args.frames),
                               "us_per_frame_best": min(kernel) / args.frames * 1e6}
             case["aare_lab"] = runs
-            if dtype == "float64":
+            if dtype == "float64" and args.aare_frames:
                 case["aare_ClusterFinderMT"] = aare_mt(dark, frames[:args.aare_frames], size,
                                                        args.repeats, threads)
                 mt = case["aare_ClusterFinderMT"]

@@ -13,10 +13,12 @@
 //   WINDOW_T, ROUND_WINDOW   stored window values: int rounded half away from zero (1),
 //                            or float / double kept as they are (0)
 //   CLUSTER_NY, CLUSTER_NX   the cluster window, both odd
+//   PIXELS_PER_THREAD        a bound on the band pixels of one thread (registers)
 //
 // Layout of one launch (cooperative, so every block is resident at once):
 // - Block b owns the image rows [band_lo(b), band_lo(b + 1)), its "band", for the whole
-//   launch; each pixel's pedestal state is read and written by one thread only.
+//   launch. Thread t holds the pedestal state of band pixels t, t + T, t + 2T, ... in
+//   registers from the first frame to the last, so no other thread ever reads it.
 // - Per frame the block computes the values v of its band from the frame-start state into
 //   shared memory and publishes its first and last RY rows to a two-slot exchange buffer,
 //   then waits for the bands above and below to publish theirs. So every read of a frame
@@ -24,19 +26,21 @@
 //   has updated. Bands are at least RY rows high, so a halo comes from the adjacent bands
 //   alone; a band runs at most one frame ahead of its neighbours, which two slots allow.
 // - Classification and the QUIET_UPDATE pushes of the band follow; stores are ranked in
-//   raster order with a block scan and appended to the band's own region.
+//   raster order with warp ballots and appended to the band's own region.
 // - After the last frame, a grid barrier; block 0 turns the per-band counts into
 //   raster-order offsets with the capacity applied; a second barrier; each block then
 //   moves its clusters to their place in the compact output and bins their energies.
 
 #ifndef STATE_T
-#error "STATE_T, WINDOW_T, ROUND_WINDOW, CLUSTER_NY and CLUSTER_NX must be defined"
+#error "STATE_T, WINDOW_T, ROUND_WINDOW, CLUSTER_NY, CLUSTER_NX, PIXELS_PER_THREAD: see above"
 #endif
 
 #define RY (CLUSTER_NY / 2)
 #define RX (CLUSTER_NX / 2)
 #define WINDOW_SIZE (CLUSTER_NY * CLUSTER_NX)
 #define MAX_THREADS 512  // threads per block; aare_lab/gpu/engine.py launches at most this
+#define SCAN_BYTES 256   // shared memory of the block scan (33 ints), rounded up
+#define WARP_STORE_BYTES (PIXELS_PER_THREAD * 32 * 4)
 
 typedef unsigned short u16;
 typedef unsigned char u8;
@@ -186,6 +190,22 @@ __device__ __forceinline__ int band_lo(int b, int ny, int n_bands)
     return (int)(((long long)b * ny) / n_bands);
 }
 
+// A band publishes how many frames' edge rows it has written; its neighbours wait for it.
+// All threads write, the block synchronises, then one thread releases (the pattern of
+// CUTLASS's semaphore); a reader acquires, then the block synchronises before reading.
+__device__ __forceinline__ void publish(unsigned int* flag, unsigned int value)
+{
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(value) : "memory");
+}
+
+__device__ __forceinline__ void await(const unsigned int* flag, unsigned int value)
+{
+    unsigned int seen;
+    do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
+    } while (seen < value);
+}
+
 // ---------------------------------------------------------------- the chunk kernel
 
 extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1) frozen_chunk(
@@ -203,136 +223,181 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1) frozen_chunk(
     long long* n_found, long long* n_kept,   // [n_frames]
     long long* n_out,             // clusters written to the output
     long long* overflow,          // set when a band found more than region_cap clusters
-    WINDOW_T* out_win, int* out_pos,
+    WINDOW_T* out_win, int* out_y, int* out_x,
     const long long* __restrict__ map_slot, u8* maps,
     const double* __restrict__ hist_edges, const int n_bins, unsigned long long* hist,
     const int pixel_spectra, unsigned int* pixel_hist)
 {
     extern __shared__ __align__(16) unsigned char smem[];
-    int* scan_sums = (int*)smem;                          // 64 ints
-    STATE_T* tile = (STATE_T*)(smem + 256);
+    int* scan_sums = (int*)smem;                                 // 33 ints
+    int* warp_stores = (int*)(smem + SCAN_BYTES);                // [PIXELS_PER_THREAD][32]
+    STATE_T* tile = (STATE_T*)(smem + SCAN_BYTES + WARP_STORE_BYTES);
 
     const int G = gridDim.x, b = blockIdx.x, T = blockDim.x, tid = threadIdx.x;
+    const int lane = tid & 31, warp = tid >> 5, n_warps = T >> 5;
     const int lo = band_lo(b, ny, G), hi = band_lo(b + 1, ny, G);
     const int t_lo = max(lo - RY, 0), t_hi = min(hi + RY, ny);   // tile rows
     const int P = (hi - lo) * nx;                                // band pixels
-    const int band_max = (ny + G - 1) / G;
-    STATE_T* thr = tile + (band_max + 2 * RY) * nx;
-    u8* codes = (u8*)(thr + band_max * nx);
-    const int q = (P + T - 1) / T;                // contiguous pixels per thread
-    const int p_lo = min(tid * q, P), p_hi = min(p_lo + q, P);
+    const int rounds = (P + T - 1) / T;      // pixel k of a thread: p = k * T + tid
+    const long long band = (long long)lo * nx;
     const long long frame_px = (long long)ny * nx;
     unsigned int* published = sync;
     unsigned int* barrier = sync + G;
 
+    // The band's state stays in registers for the whole chunk: one thread, one pixel's state.
+    STATE_T s_r[PIXELS_PER_THREAD], s2_r[PIXELS_PER_THREAD];
+    u16 raw[PIXELS_PER_THREAD];
+#pragma unroll
+    for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
+        const int p = k * T + tid;
+        if (p < P) {
+            s_r[k] = s[band + p];
+            s2_r[k] = s2[band + p];
+            raw[k] = frames[band + p];
+        }
+    }
+
     int region_used = 0;
     for (int f = 0; f < n_frames; ++f) {
-        const u16* frame = frames + f * frame_px;
         STATE_T* slot = exchange + (f & 1) * frame_px;
-        if (f + 1 < n_frames && p_lo < p_hi)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(frame + frame_px + lo * nx + p_lo));
 
-        // Values and thresholds of the band, from the frame-start state.
-        for (int p = p_lo; p < p_hi; ++p) {
-            const int i = lo + p / nx;
-            const long long idx = (long long)lo * nx + p;
-            const STATE_T sp = s[idx];
-            const STATE_T v = pixel_value(frame[idx], off[idx], sp, N);
-            tile[(i - t_lo) * nx + p % nx] = v;
-            thr[p] = pixel_threshold(sp, s2[idx], rms_fixed[idx], fixed, N, nsig);
-            if (G > 1 && (i < lo + RY || i >= hi - RY))
-                slot[idx] = v;
+        // Values of the band from the frame-start state; its edge rows go to the neighbours.
+#pragma unroll
+        for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
+            const int p = k * T + tid;
+            if (p < P) {
+                const int i = lo + p / nx;
+                const STATE_T v = pixel_value(raw[k], __ldg(&off[band + p]), s_r[k], N);
+                tile[(i - t_lo) * nx + p % nx] = v;
+                if (G > 1 && (i < lo + RY || i >= hi - RY))
+                    slot[band + p] = v;
+            }
+        }
+        // The next frame's counts load while this frame is exchanged and classified.
+        u16 next[PIXELS_PER_THREAD];
+        const u16* next_frame = frames + (f + 1 < n_frames ? f + 1 : f) * frame_px + band;
+#pragma unroll
+        for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
+            const int p = k * T + tid;
+            if (p < P)
+                next[k] = next_frame[p];
         }
 
         // Exchange the halo rows with the neighbouring bands.
+        __syncthreads();
         if (G > 1) {
-            __syncthreads();
             if (tid == 0) {
-                __threadfence();
-                *(volatile unsigned int*)&published[b] = f + 1;
+                publish(&published[b], f + 1);
                 if (b > 0)
-                    while (*(volatile unsigned int*)&published[b - 1] < (unsigned int)(f + 1)) {
-                    }
+                    await(&published[b - 1], f + 1);
                 if (b < G - 1)
-                    while (*(volatile unsigned int*)&published[b + 1] < (unsigned int)(f + 1)) {
-                    }
-                __threadfence();
+                    await(&published[b + 1], f + 1);
             }
             __syncthreads();
             const int above = (lo - t_lo) * nx, below = (t_hi - hi) * nx;
             for (int k = tid; k < above + below; k += T) {
-                const int i = k < above ? t_lo + k / nx : hi + (k - above) / nx;
-                const int j = k < above ? k % nx : (k - above) % nx;
-                tile[(i - t_lo) * nx + j] = __ldcg(&slot[(long long)i * nx + j]);
+                const long long idx = k < above ? (long long)t_lo * nx + k
+                                                : (long long)hi * nx + (k - above);
+                tile[idx - (long long)t_lo * nx] = __ldcg(&slot[idx]);
             }
+            __syncthreads();
+        }
+
+        // Classify, push the quiet pixels, note the stores.
+        const long long map = map_slot[f];
+        unsigned int stores = 0;
+#pragma unroll
+        for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
+            const int p = k * T + tid;
+            if (p < P) {
+                const int i = lo + p / nx, j = p % nx;
+                const STATE_T vp = tile[(i - t_lo) * nx + j];
+                STATE_T tot = 0;
+                STATE_T m = vp;
+                for (int y = max(i - RY, 0); y <= min(i + RY, ny - 1); ++y) {
+                    const STATE_T* row = tile + (y - t_lo) * nx;
+                    for (int x = max(j - RX, 0); x <= min(j + RX, nx - 1); ++x) {
+                        const STATE_T val = row[x];
+                        tot += val;
+                        m = val > m ? val : m;
+                    }
+                }
+                const STATE_T thr = pixel_threshold(s_r[k], s2_r[k], __ldg(&rms_fixed[band + p]),
+                                                    fixed, N, nsig);
+                const int code = classify(vp, thr, m, tot, c3);
+                if (code == TEST1_STORE || code == TEST3_STORE)
+                    stores |= 1u << k;
+                if (code == QUIET_UPDATE) {
+                    // _arith.update_quiet_row
+                    const STATE_T xv = (STATE_T)raw[k];
+                    ema(s_r[k], s2_r[k], xv - __ldg(&off[band + p]), N);
+                }
+                if (map >= 0)
+                    maps[map * frame_px + band + p] = (u8)code;
+            }
+        }
+
+        // Rank the stores in raster order: round by round, warp by warp, lane by lane.
+        unsigned int ballots[PIXELS_PER_THREAD];
+#pragma unroll
+        for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
+            ballots[k] = __ballot_sync(0xffffffffu, (stores >> k) & 1u);
+            if (lane == 0 && k < rounds)
+                warp_stores[k * 32 + warp] = __popc(ballots[k]);
         }
         __syncthreads();
-
-        // Classify, push the quiet pixels, count the stores.
-        int stores = 0;
-        for (int p = p_lo; p < p_hi; ++p) {
-            const int i = lo + p / nx, j = p % nx;
-            const STATE_T vp = tile[(i - t_lo) * nx + j];
-            STATE_T tot = 0;
-            STATE_T m = vp;
-            for (int y = max(i - RY, 0); y <= min(i + RY, ny - 1); ++y) {
-                const STATE_T* row = tile + (y - t_lo) * nx;
-                for (int x = max(j - RX, 0); x <= min(j + RX, nx - 1); ++x) {
-                    const STATE_T val = row[x];
-                    tot += val;
-                    m = val > m ? val : m;
+        int band_stores = 0;
+#pragma unroll
+        for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
+            if (k >= rounds)
+                break;
+            int before = 0, in_round = 0;
+            for (int w = 0; w < n_warps; ++w) {
+                const int c = warp_stores[k * 32 + w];
+                before += w < warp ? c : 0;
+                in_round += c;
+            }
+            if ((stores >> k) & 1u) {
+                const int rank = region_used + band_stores + before
+                    + __popc(ballots[k] & ((1u << lane) - 1u));
+                const int p = k * T + tid;
+                const int i = lo + p / nx, j = p % nx;
+                if (rank >= region_cap) {
+                    *overflow = 1;
+                } else {
+                    const long long r = (long long)b * region_cap + rank;
+                    WINDOW_T* w = region_win + r * WINDOW_SIZE;
+                    for (int a = 0; a < CLUSTER_NY; ++a) {
+                        const int yy = i - RY + a;
+                        for (int c = 0; c < CLUSTER_NX; ++c) {
+                            const int xx = j - RX + c;
+                            w[a * CLUSTER_NX + c] = (0 <= yy && yy < ny && 0 <= xx && xx < nx)
+                                ? stored_value(tile[(yy - t_lo) * nx + xx]) : (WINDOW_T)0;
+                        }
+                    }
+                    region_pos[3 * r] = i;
+                    region_pos[3 * r + 1] = j;
+                    region_pos[3 * r + 2] = f;
                 }
             }
-            const int code = classify(vp, thr[p], m, tot, c3);
-            codes[p] = (u8)code;
-            stores += code == TEST1_STORE || code == TEST3_STORE;
-            if (code == QUIET_UPDATE) {
-                // _arith.update_quiet_row
-                const long long idx = (long long)lo * nx + p;
-                STATE_T sp = s[idx], s2p = s2[idx];
-                const STATE_T xv = (STATE_T)frame[idx];
-                ema(sp, s2p, xv - off[idx], N);
-                s[idx] = sp;
-                s2[idx] = s2p;
-            }
-        }
-        const long long slot_f = map_slot[f];
-        if (slot_f >= 0)
-            for (int p = p_lo; p < p_hi; ++p)
-                maps[slot_f * frame_px + (long long)lo * nx + p] = codes[p];
-
-        // Rank the stores in raster order and append them to the band's region.
-        int band_stores;
-        int rank = region_used + block_exclusive_scan(stores, scan_sums, band_stores);
-        for (int p = p_lo; p < p_hi && stores > 0; ++p) {
-            if (codes[p] != TEST1_STORE && codes[p] != TEST3_STORE)
-                continue;
-            --stores;
-            if (rank >= region_cap) {
-                *overflow = 1;
-                ++rank;
-                continue;
-            }
-            const int i = lo + p / nx, j = p % nx;
-            const long long k = (long long)b * region_cap + rank;
-            WINDOW_T* w = region_win + k * WINDOW_SIZE;
-            for (int a = 0; a < CLUSTER_NY; ++a) {
-                const int yy = i - RY + a;
-                for (int c = 0; c < CLUSTER_NX; ++c) {
-                    const int xx = j - RX + c;
-                    w[a * CLUSTER_NX + c] = (0 <= yy && yy < ny && 0 <= xx && xx < nx)
-                        ? stored_value(tile[(yy - t_lo) * nx + xx]) : (WINDOW_T)0;
-                }
-            }
-            region_pos[3 * k] = i;
-            region_pos[3 * k + 1] = j;
-            region_pos[3 * k + 2] = f;
-            ++rank;
+            band_stores += in_round;
         }
         if (tid == 0)
             counts[f * G + b] = band_stores;
         region_used += band_stores;
-        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < PIXELS_PER_THREAD; ++k)
+            raw[k] = next[k];
+        __syncthreads();   // the tile and the store counts are rewritten by the next frame
+    }
+
+#pragma unroll
+    for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
+        const int p = k * T + tid;
+        if (p < P) {
+            s[band + p] = s_r[k];
+            s2[band + p] = s2_r[k];
+        }
     }
 
     // Per frame: clusters found, kept under the capacity, and where each band starts.
@@ -369,7 +434,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1) frozen_chunk(
         return;
 
     // Move this band's kept clusters to the compact output, in raster order per frame.
-    int* band_first = (int*)(smem + 256);        // [n_frames] rank of the frame's first cluster
+    int* band_first = (int*)tile;                // [n_frames] rank of the frame's first cluster
     {
         const int qf = (n_frames + T - 1) / T;
         const int f_lo = min(tid * qf, n_frames), f_hi = min(f_lo + qf, n_frames);
@@ -400,9 +465,8 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1) frozen_chunk(
             energy += (double)w[t];
         }
         const int y = region_pos[3 * k], x = region_pos[3 * k + 1];
-        out_pos[3 * dest] = y;
-        out_pos[3 * dest + 1] = x;
-        out_pos[3 * dest + 2] = f;
+        out_y[dest] = y;
+        out_x[dest] = x;
         if (n_bins > 0) {
             const int bin = histogram_bin(energy, hist_edges, n_bins);
             if (bin >= 0) {

@@ -262,7 +262,7 @@ def test_bad_device_frames_are_refused_before_launch(runs):
     with pytest.raises(TypeError, match="uint16"):
         finder.find(frames.astype(cp.float32), progress=False)
     with pytest.raises(ValueError, match="400x400"):
-        finder.find(frames[:, :200], progress=False)
+        finder.find(cp.ascontiguousarray(frames[:, :200]), progress=False)
     for key, value in finder.pedestal.state().items():
         np.testing.assert_array_equal(value, before[key])
 

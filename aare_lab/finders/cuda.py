@@ -15,7 +15,6 @@ from typing import NamedTuple
 
 import numpy as np
 import xarray as xr
-from tqdm.auto import tqdm
 
 from ..capacity import report_truncation, truncation_message
 from ..gpu.device import cupy_or_raise
@@ -231,7 +230,8 @@ class CudaFinder(Finder):
         numbers = np.asarray(numbers, np.int64)
         return ClusterBatch(
             frame_numbers=numbers, n_found=out.n_found, n_kept=out.n_kept,
-            cluster_frame=numbers[out.frame_index], cluster_y=out.y, cluster_x=out.x,
+            cluster_frame=np.repeat(numbers, out.n_kept) if clusters else np.zeros(0, np.int64),
+            cluster_y=out.y, cluster_x=out.x,
             windows=out.windows, branch_maps=out.maps,
             branch_frames=numbers[slots >= 0] if slots is not None else np.zeros(0, np.int64))
 

@@ -19,10 +19,9 @@ from typing import NamedTuple
 import numpy as np
 
 from .device import cuda_context, cupy_or_raise
-from .kernels import THREADS, KernelSpec, load_kernel
+from .feed import parallel_copy, pinned_array
+from .kernels import MAX_PIXELS_PER_THREAD, SCAN_BYTES, THREADS, KernelSpec, load_kernel
 
-#: Shared memory ahead of the tile: the block scan's 33 ints, rounded up.
-SCAN_BYTES = 256
 #: cudaDevAttrMaxSharedMemoryPerBlockOptin, cudaDevAttrMultiProcessorCount
 _ATTR_SHARED_OPTIN = 97
 _ATTR_SMS = 16
@@ -32,11 +31,13 @@ INITIAL_REGION_DENSITY = 0.02
 
 
 class ChunkOutput(NamedTuple):
-    """What the kernel found in one chunk, on the host (NumPy arrays it owns)."""
+    """What the kernel found in one chunk, on the host (NumPy arrays it owns).
+
+    The clusters come frame by frame, ``n_kept[k]`` of them for frame ``k``.
+    """
 
     n_found: np.ndarray
     n_kept: np.ndarray
-    frame_index: np.ndarray
     y: np.ndarray
     x: np.ndarray
     windows: np.ndarray
@@ -92,9 +93,14 @@ class FrozenEngine:
         # Bands at least ry rows high take their halo from the adjacent bands alone.
         self.n_bands = max(1, min(sms, ny // ry))
         band_max = -(-ny // self.n_bands)
-        item = self.state_dtype.itemsize
-        tile = ((band_max + 2 * ry) * nx + band_max * nx) * item + band_max * nx
-        self.shared = SCAN_BYTES + max(tile, 4 * chunk_frames)
+        per_thread = 1 << max(0, (-(-band_max * nx // THREADS) - 1).bit_length())
+        if per_thread > MAX_PIXELS_PER_THREAD:
+            raise ValueError(
+                f"a {ny}x{nx} frame is too large for the cuda finder: a band of {band_max} rows "
+                f"would need {per_thread} pixels per thread, at most {MAX_PIXELS_PER_THREAD} fit "
+                "in registers; split the frame (e.g. per detector module)")
+        tile = (band_max + 2 * ry) * nx * self.state_dtype.itemsize
+        self.shared = SCAN_BYTES + per_thread * 32 * 4 + max(tile, 4 * chunk_frames)
         limit = cp.cuda.runtime.deviceGetAttribute(_ATTR_SHARED_OPTIN, device.id)
         if self.shared > limit:
             raise ValueError(
@@ -105,7 +111,7 @@ class FrozenEngine:
             )
         with cuda_context("compiling the frozen kernel"):
             self.kernel = load_kernel(KernelSpec(self.state_dtype.name, self.window_dtype.name,
-                                                 tuple(cluster_size)))
+                                                 tuple(cluster_size), per_thread))
             cp.cuda.driver.funcSetAttribute(
                 self.kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 self.shared)
@@ -137,7 +143,7 @@ class FrozenEngine:
         self.frame_start = cp.zeros(c, cp.int32)
         self.counts = [cp.zeros((c, G), cp.int32) for _ in range(2)]
         self.meta = [cp.zeros(2 * c + 2, cp.int64) for _ in range(2)]
-        self.meta_host = [cp.cuda.alloc_pinned_memory(8 * (2 * c + 2)) for _ in range(2)]
+        self.meta_host = [pinned_array(cp, (2 * c + 2,), np.int64) for _ in range(2)]
         self.no_maps = cp.full(c, -1, cp.int64)
         self.no_map_buffer = cp.zeros(1, cp.uint8)
         self.no_edges = cp.zeros(2, cp.float64)
@@ -223,28 +229,25 @@ class FrozenEngine:
             n_kept = meta[c:c + n].copy()
             wy, wx = self.cluster_size
             if clusters and n_out:
-                win, pos = self._outputs[slot]
-                host_win, host_pos = self._host_buffers(slot, n_out)
-                cp.cuda.runtime.memcpyAsync(host_win.ctypes.data, win.data.ptr,
-                                            n_out * wy * wx * win.itemsize,
-                                            cp.cuda.runtime.memcpyDeviceToHost, self.fetch.ptr)
-                cp.cuda.runtime.memcpyAsync(host_pos.ctypes.data, pos.data.ptr, n_out * 12,
-                                            cp.cuda.runtime.memcpyDeviceToHost, self.fetch.ptr)
+                host = self._host_buffers(slot, n_out)
+                for dst, src in zip(host, self._outputs[slot]):
+                    cp.cuda.runtime.memcpyAsync(dst.ctypes.data, src.data.ptr,
+                                                n_out * dst[0].nbytes,
+                                                cp.cuda.runtime.memcpyDeviceToHost,
+                                                self.fetch.ptr)
                 self.fetch.synchronize()
-                windows = host_win[:n_out].copy()
-                positions = host_pos[:n_out].copy()
+                windows, ys, xs = (parallel_copy(h[:n_out]) for h in host)
             else:
                 windows = np.zeros((0, wy, wx), self.window_dtype)
-                positions = np.zeros((0, 3), np.int32)
+                ys = xs = np.zeros(0, np.int32)
             maps = launch.maps.get() if launch.maps is not self.no_map_buffer else \
                 np.zeros((0, *self.frame_shape), np.uint8)
-        return ChunkOutput(n_found, n_kept, positions[:, 2].astype(np.int64),
-                           positions[:, 0].copy(), positions[:, 1].copy(), windows, maps)
+        return ChunkOutput(n_found, n_kept, ys, xs, windows, maps)
 
     # --------------------------------------------------------------- helpers
     def _fetch_meta(self, launch: Launch) -> np.ndarray:
         cp = self.cp
-        host = np.frombuffer(self.meta_host[launch.slot], np.int64, 2 * self.chunk_frames + 2)
+        host = self.meta_host[launch.slot]
         self.fetch.wait_event(launch.done)
         cp.cuda.runtime.memcpyAsync(host.ctypes.data, self.meta[launch.slot].data.ptr,
                                     host.nbytes, cp.cuda.runtime.memcpyDeviceToHost,
@@ -254,7 +257,6 @@ class FrozenEngine:
 
     def _repeat(self, launch: Launch) -> None:
         """Enlarge the regions and run the chunk again from the state it started from."""
-        cp = self.cp
         self.compute.synchronize()
         per_band = self.counts[launch.slot][:launch.n].get().sum(axis=0)
         self.region_cap = int(int(per_band.max()) * 1.25) + 64
@@ -277,17 +279,17 @@ class FrozenEngine:
         # The other slot may still hold a chunk's clusters: only this one is replaced.
         if self._outputs[slot] is None or self._outputs[slot][0].shape[0] < rows:
             self._outputs[slot] = (cp.empty((rows, wy, wx), self.window_dtype),
-                                   cp.empty((rows, 3), cp.int32))
+                                   cp.empty(rows, cp.int32), cp.empty(rows, cp.int32))
 
     def _host_buffers(self, slot: int, rows: int):
+        """Pinned ``(windows, y, x)`` of at least ``rows`` clusters, grown by doubling."""
         held = self._host[slot]
         if held is None or held[0].shape[0] < rows:
             wy, wx = self.cluster_size
             size = max(rows, 2 * (0 if held is None else held[0].shape[0]))
-            win_mem = self.cp.cuda.alloc_pinned_memory(size * wy * wx * self.window_dtype.itemsize)
-            pos_mem = self.cp.cuda.alloc_pinned_memory(size * 12)
-            held = (np.frombuffer(win_mem, self.window_dtype, size * wy * wx).reshape(size, wy, wx),
-                    np.frombuffer(pos_mem, np.int32, size * 3).reshape(size, 3))
+            held = (pinned_array(self.cp, (size, wy, wx), self.window_dtype),
+                    pinned_array(self.cp, (size,), np.int32),
+                    pinned_array(self.cp, (size,), np.int32))
             self._host[slot] = held
         return held
 
@@ -296,7 +298,7 @@ class FrozenEngine:
         t = self.state_dtype.type
         meta = self.meta[slot]
         region_win, region_pos = self._region
-        out_win, out_pos = self._outputs[slot]
+        out_win, out_y, out_x = self._outputs[slot]
         if self.hist is None:
             edges, n_bins, hist, pixel = self.no_edges, 0, self.no_hist, None
         else:
@@ -311,7 +313,7 @@ class FrozenEngine:
                 self.exchange, self.sync, self.counts[slot], np.int32(self.region_cap),
                 region_win, region_pos, self.seg_start, self.frame_start,
                 meta[:c], meta[c:2 * c], meta[2 * c:2 * c + 1], meta[2 * c + 1:],
-                out_win, out_pos, map_slot, maps,
+                out_win, out_y, out_x, map_slot, maps,
                 edges, np.int32(n_bins), hist,
                 np.int32(pixel is not None), self.no_pixel_hist if pixel is None else pixel)
         self.kernel((self.n_bands, 1, 1), (self.threads, 1, 1), args, shared_mem=self.shared,

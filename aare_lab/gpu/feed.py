@@ -26,6 +26,8 @@ HOST_MEMORY = ("auto", "register", "stage")
 #: Below this an array is staged: page-locking costs more than it saves for small calls.
 REGISTER_MIN_BYTES = 256 << 20
 COPY_THREADS = 8
+#: Below this a copy is not worth handing to threads.
+PARALLEL_COPY_MIN_BYTES = 1 << 20
 
 
 class HostFeed:
@@ -52,7 +54,6 @@ class HostFeed:
         self._copied = [None, None]
         self._readers = [None, None]
         self._registered: tuple[int, int] | None = None
-        self._pool = None
         self._next = 0
 
     @contextmanager
@@ -107,12 +108,6 @@ class HostFeed:
         self._readers[self._next] = done
         self._next = 1 - self._next
 
-    def close(self) -> None:
-        """Stop the copy threads."""
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
-
     def _is_registered(self, start: int, nbytes: int) -> bool:
         span = self._registered
         return span is not None and span[0] <= start and start + nbytes <= span[1]
@@ -121,17 +116,41 @@ class HostFeed:
         if self._copied[slot] is not None:
             self._copied[slot].synchronize()   # the staging buffer's last copy has left
         if self._staging[slot] is None:
-            nbytes = self.chunk_frames * int(np.prod(self.frame_shape)) * 2
-            memory = self.cp.cuda.alloc_pinned_memory(nbytes)
-            self._staging[slot] = np.frombuffer(memory, np.uint16, nbytes // 2).reshape(
-                self.chunk_frames, *self.frame_shape)
-        stage = self._staging[slot][:frames.shape[0]].reshape(-1)
-        flat = frames.reshape(-1)
-        bounds = np.linspace(0, flat.size, COPY_THREADS + 1).astype(np.int64)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="aare_lab-stage")
-        # NumPy releases the GIL while copying, so the pieces copy in parallel.
-        list(self._pool.map(lambda k: np.copyto(stage[bounds[k]:bounds[k + 1]],
-                                                flat[bounds[k]:bounds[k + 1]]),
-                            range(COPY_THREADS)))
+            self._staging[slot] = pinned_array(self.cp, (self.chunk_frames, *self.frame_shape),
+                                               np.uint16)
+        stage = self._staging[slot][:frames.shape[0]]
+        parallel_copy(frames, stage)
         return stage.ctypes.data
+
+
+def pinned_array(cp, shape: tuple[int, ...], dtype) -> np.ndarray:
+    """A NumPy array in page-locked host memory (from CuPy's pinned pool)."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape))
+    memory = cp.cuda.alloc_pinned_memory(max(count, 1) * dtype.itemsize)
+    return np.frombuffer(memory, dtype, count).reshape(shape)
+
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def parallel_copy(src: np.ndarray, dst: np.ndarray | None = None) -> np.ndarray:
+    """Copy ``src`` into ``dst`` (a new array when None) with a few threads.
+
+    NumPy releases the GIL while copying, so the pieces move in parallel; one thread alone
+    copies at a fraction of the memory bandwidth.
+    """
+    global _pool
+    if dst is None:
+        dst = np.empty_like(src)
+    flat_src, flat_dst = src.reshape(-1), dst.reshape(-1)
+    if flat_src.nbytes < PARALLEL_COPY_MIN_BYTES:
+        flat_dst[...] = flat_src
+        return dst
+    if _pool is None:
+        _pool = ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="aare_lab-copy")
+    bounds = np.linspace(0, flat_src.size, COPY_THREADS + 1).astype(np.int64)
+    list(_pool.map(lambda k: np.copyto(flat_dst[bounds[k]:bounds[k + 1]],
+                                       flat_src[bounds[k]:bounds[k + 1]]),
+                   range(COPY_THREADS)))
+    return dst

@@ -25,6 +25,11 @@ ENTRY = "frozen_chunk"
 OPTIONS = ("-fmad=false", "-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-std=c++17")
 #: Threads per block; the kernel's ``MAX_THREADS`` launch bound.
 THREADS = 512
+#: Shared memory of the kernel ahead of its tile: the block scan, then the store counts of
+#: each warp per round of pixels (``SCAN_BYTES``, ``WARP_STORE_BYTES`` in the source).
+SCAN_BYTES = 256
+#: The register budget allows at most this many pixels per thread (a power of two).
+MAX_PIXELS_PER_THREAD = 16
 
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int"}
 _loaded: dict[tuple, object] = {}
@@ -38,6 +43,7 @@ class KernelSpec:
     state_dtype: str
     window_dtype: str
     cluster_size: tuple[int, int]
+    pixels_per_thread: int
 
     def defines(self) -> tuple[str, ...]:
         """The ``-D`` options of this variant."""
@@ -45,7 +51,8 @@ class KernelSpec:
         return (f"-DSTATE_T={_C_TYPES[self.state_dtype]}",
                 f"-DWINDOW_T={_C_TYPES[self.window_dtype]}",
                 f"-DROUND_WINDOW={int(self.window_dtype == 'int32')}",
-                f"-DCLUSTER_NY={ny}", f"-DCLUSTER_NX={nx}")
+                f"-DCLUSTER_NY={ny}", f"-DCLUSTER_NX={nx}",
+                f"-DPIXELS_PER_THREAD={self.pixels_per_thread}")
 
 
 def kernel_dir() -> Path:
