@@ -2,7 +2,7 @@
 # On the GPU machine (see README "GPU"): install the carried wheels, run the GPU tests
 # against the installed wheel (so the shipped kernels are the ones tested), then the GPU
 # benchmark. Logs and results go to $OUT (default ./out).
-#   usage: bash benchmarks/device_run.sh [tests|bench|all] [benchmark options...]
+#   usage: bash benchmarks/device_run.sh [tests|bench|variants|profile|all] [options...]
 set -uo pipefail
 what=${1:-all}; shift || true
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,5 +20,19 @@ fi
 if [[ $what == bench || $what == all ]]; then
     (cd /tmp && python3 "$repo/benchmarks/gpu_pipeline.py" --out "$out" "$@" 2>&1 \
         | tee -a "$out/gpu_pipeline.log") || status=1
+fi
+if [[ $what == variants ]]; then
+    (cd /tmp && python3 "$repo/benchmarks/kernel_variants.py" --out "$out" "$@" 2>&1 \
+        | tee -a "$out/kernel_variants.log") || status=1
+fi
+if [[ $what == profile ]]; then
+    # Nsight Compute on one warm launch of the shipped kernel (float32, 3x3).
+    ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
+    (cd /tmp && "$ncu" --clock-control none --kernel-name frozen_chunk --launch-skip 2 \
+        --launch-count 1 --section SpeedOfLight --section WarpStateStats \
+        --section SchedulerStats --section LaunchStats --section Occupancy \
+        --section MemoryWorkloadAnalysis python3 "$repo/benchmarks/kernel_variants.py" \
+        --frames 1024 --repeats 1 --out /tmp/ncu_out > "$out/ncu.txt" 2>&1) || status=1
+    tail -n 120 "$out/ncu.txt"
 fi
 exit $status

@@ -39,7 +39,9 @@
 #define RX (CLUSTER_NX / 2)
 #define WINDOW_SIZE (CLUSTER_NY * CLUSTER_NX)
 #define MAX_THREADS 512  // threads per block; aare_lab/gpu/engine.py launches at most this
+#define WARPS (MAX_THREADS / 32)  // the host launches exactly MAX_THREADS threads
 #define SCAN_BYTES 256   // shared memory of the block scan (33 ints), rounded up
+#define FLAG_STRIDE 32   // one 128-byte line per band's flag: no false sharing while polling
 #define WARP_STORE_BYTES (PIXELS_PER_THREAD * 32 * 4)
 
 typedef unsigned short u16;
@@ -214,7 +216,8 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1) frozen_chunk(
     const STATE_T* __restrict__ rms_fixed, const int fixed,
     const STATE_T N, const STATE_T nsig, const STATE_T c3, const int cap,
     STATE_T* exchange,            // [2][ny][nx] band edge rows, by frame parity
-    unsigned int* sync,           // [gridDim.x] frames published per band, [1] barrier; zeroed
+    unsigned int* sync,           // [gridDim.x + 1][FLAG_STRIDE]: frames published per band,
+                                  // then the barrier; zeroed before the launch
     int* counts,                  // [n_frames][gridDim.x] stores per frame and band
     const int region_cap,         // clusters each band can hold in its region
     WINDOW_T* region_win, int* region_pos,   // windows; (y, x, frame) per cluster
@@ -234,15 +237,14 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1) frozen_chunk(
     STATE_T* tile = (STATE_T*)(smem + SCAN_BYTES + WARP_STORE_BYTES);
 
     const int G = gridDim.x, b = blockIdx.x, T = blockDim.x, tid = threadIdx.x;
-    const int lane = tid & 31, warp = tid >> 5, n_warps = T >> 5;
+    const int lane = tid & 31, warp = tid >> 5;
     const int lo = band_lo(b, ny, G), hi = band_lo(b + 1, ny, G);
     const int t_lo = max(lo - RY, 0), t_hi = min(hi + RY, ny);   // tile rows
     const int P = (hi - lo) * nx;                                // band pixels
     const int rounds = (P + T - 1) / T;      // pixel k of a thread: p = k * T + tid
     const long long band = (long long)lo * nx;
     const long long frame_px = (long long)ny * nx;
-    unsigned int* published = sync;
-    unsigned int* barrier = sync + G;
+    unsigned int* barrier = sync + G * FLAG_STRIDE;
 
     // The band's state stays in registers for the whole chunk: one thread, one pixel's state.
     STATE_T s_r[PIXELS_PER_THREAD], s2_r[PIXELS_PER_THREAD];
@@ -260,6 +262,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1) frozen_chunk(
     int region_used = 0;
     for (int f = 0; f < n_frames; ++f) {
         STATE_T* slot = exchange + (f & 1) * frame_px;
+        const long long map = map_slot[f];
 
         // Values of the band from the frame-start state; its edge rows go to the neighbours.
 #pragma unroll
@@ -287,11 +290,11 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1) frozen_chunk(
         __syncthreads();
         if (G > 1) {
             if (tid == 0) {
-                publish(&published[b], f + 1);
+                publish(&sync[b * FLAG_STRIDE], f + 1);
                 if (b > 0)
-                    await(&published[b - 1], f + 1);
+                    await(&sync[(b - 1) * FLAG_STRIDE], f + 1);
                 if (b < G - 1)
-                    await(&published[b + 1], f + 1);
+                    await(&sync[(b + 1) * FLAG_STRIDE], f + 1);
             }
             __syncthreads();
             const int above = (lo - t_lo) * nx, below = (t_hi - hi) * nx;
@@ -304,7 +307,6 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1) frozen_chunk(
         }
 
         // Classify, push the quiet pixels, note the stores.
-        const long long map = map_slot[f];
         unsigned int stores = 0;
 #pragma unroll
         for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
@@ -314,12 +316,25 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1) frozen_chunk(
                 const STATE_T vp = tile[(i - t_lo) * nx + j];
                 STATE_T tot = 0;
                 STATE_T m = vp;
-                for (int y = max(i - RY, 0); y <= min(i + RY, ny - 1); ++y) {
-                    const STATE_T* row = tile + (y - t_lo) * nx;
-                    for (int x = max(j - RX, 0); x <= min(j + RX, nx - 1); ++x) {
-                        const STATE_T val = row[x];
-                        tot += val;
-                        m = val > m ? val : m;
+                if (RY <= i && i < ny - RY && RX <= j && j < nx - RX) {
+                    // Inside the frame: the same taps in the same order, unrolled.
+                    const STATE_T* corner = tile + (i - RY - t_lo) * nx + (j - RX);
+#pragma unroll
+                    for (int a = 0; a < CLUSTER_NY; ++a)
+#pragma unroll
+                        for (int c = 0; c < CLUSTER_NX; ++c) {
+                            const STATE_T val = corner[a * nx + c];
+                            tot += val;
+                            m = val > m ? val : m;
+                        }
+                } else {
+                    for (int y = max(i - RY, 0); y <= min(i + RY, ny - 1); ++y) {
+                        const STATE_T* row = tile + (y - t_lo) * nx;
+                        for (int x = max(j - RX, 0); x <= min(j + RX, nx - 1); ++x) {
+                            const STATE_T val = row[x];
+                            tot += val;
+                            m = val > m ? val : m;
+                        }
                     }
                 }
                 const STATE_T thr = pixel_threshold(s_r[k], s2_r[k], __ldg(&rms_fixed[band + p]),
@@ -352,7 +367,8 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1) frozen_chunk(
             if (k >= rounds)
                 break;
             int before = 0, in_round = 0;
-            for (int w = 0; w < n_warps; ++w) {
+#pragma unroll
+            for (int w = 0; w < WARPS; ++w) {
                 const int c = warp_stores[k * 32 + w];
                 before += w < warp ? c : 0;
                 in_round += c;

@@ -271,8 +271,12 @@ def test_bad_device_frames_are_refused_before_launch(runs):
 def test_too_wide_frames_are_refused_with_the_reason():
     ped = Pedestal((64, 40000), 2, "float64")
     ped.push_dark(np.full((2, 64, 40000), 10, np.uint16))
-    with pytest.raises(ValueError, match="shared memory"):
+    with pytest.raises(ValueError, match="too large for the cuda finder.*split the frame"):
         CudaFinder(ped, 5.0, 11)
+    ped = Pedestal((64, 64), 2, "float64")
+    ped.push_dark(np.full((2, 64, 64), 10, np.uint16))
+    with pytest.raises(ValueError, match="shared memory.*lower chunk_frames"):
+        CudaFinder(ped, 5.0, 3, chunk_frames=100_000)
 
 
 # ------------------------------------------------------------------ without a GPU

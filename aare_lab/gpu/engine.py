@@ -20,7 +20,14 @@ import numpy as np
 
 from .device import cuda_context, cupy_or_raise
 from .feed import parallel_copy, pinned_array
-from .kernels import MAX_PIXELS_PER_THREAD, SCAN_BYTES, THREADS, KernelSpec, load_kernel
+from .kernels import (
+    FLAG_STRIDE,
+    MAX_PIXELS_PER_THREAD,
+    SCAN_BYTES,
+    THREADS,
+    KernelSpec,
+    load_kernel,
+)
 
 #: cudaDevAttrMaxSharedMemoryPerBlockOptin, cudaDevAttrMultiProcessorCount
 _ATTR_SHARED_OPTIN = 97
@@ -110,8 +117,9 @@ class FrozenEngine:
                 "or lower chunk_frames"
             )
         with cuda_context("compiling the frozen kernel"):
-            self.kernel = load_kernel(KernelSpec(self.state_dtype.name, self.window_dtype.name,
-                                                 tuple(cluster_size), per_thread))
+            self.spec = KernelSpec(self.state_dtype.name, self.window_dtype.name,
+                                   tuple(cluster_size), per_thread)
+            self.kernel = load_kernel(self.spec)
             cp.cuda.driver.funcSetAttribute(
                 self.kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 self.shared)
@@ -138,7 +146,7 @@ class FrozenEngine:
         self.fixed = False
         self.starts = [(cp.empty(shape, dt), cp.empty(shape, dt)) for _ in range(2)]
         self.exchange = cp.zeros((2, *shape), dt)
-        self.sync = cp.zeros(G + 1, cp.uint32)
+        self.sync = cp.zeros((G + 1) * FLAG_STRIDE, cp.uint32)
         self.seg_start = cp.zeros((c, G), cp.int32)
         self.frame_start = cp.zeros(c, cp.int32)
         self.counts = [cp.zeros((c, G), cp.int32) for _ in range(2)]

@@ -28,6 +28,8 @@ THREADS = 512
 #: Shared memory of the kernel ahead of its tile: the block scan, then the store counts of
 #: each warp per round of pixels (``SCAN_BYTES``, ``WARP_STORE_BYTES`` in the source).
 SCAN_BYTES = 256
+#: Flags of neighbouring bands sit this many uint32 apart (``FLAG_STRIDE`` in the source).
+FLAG_STRIDE = 32
 #: The register budget allows at most this many pixels per thread (a power of two).
 MAX_PIXELS_PER_THREAD = 16
 

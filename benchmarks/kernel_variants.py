@@ -1,0 +1,122 @@
+"""Where the chunk kernel's time per frame goes: time variants that leave one stage out.
+
+Run on a machine with an NVIDIA GPU: ``python benchmarks/kernel_variants.py``. Each
+variant is the source of ``kernels/frozen.cu`` with one stage removed by a text patch
+(its results are wrong by design; only its time matters), compiled with the finder's own
+options and timed with CUDA events on device-resident MÖNCH frames, chunk after chunk,
+in the same process. The differences to ``as shipped`` place the time inside the kernel
+without hardware counters (METHOD.md). Results go to ``benchmarks/results/`` as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from cpu_finders import git_commit, write_record  # noqa: E402
+
+from aare_lab import Pedestal  # noqa: E402
+from aare_lab.finders import CudaFinder  # noqa: E402
+from aare_lab.gpu import cupy_or_raise, device_info  # noqa: E402
+from aare_lab.gpu.kernels import ENTRY, OPTIONS, SOURCE, kernel_dir  # noqa: E402
+from aare_lab.simulate import Simulator  # noqa: E402
+
+#: name: (what is left out, [(text, replacement), ...])
+VARIANTS = {
+    "as shipped": ("nothing", []),
+    "no neighbour wait": ("the waits for the neighbouring bands (halo data stale)",
+                          [("await(&sync", "(void)(&sync")]),
+    "no halo exchange": ("the waits and the halo copy",
+                         [("await(&sync", "(void)(&sync"),
+                          ("for (int k = tid; k < above + below; k += T)",
+                           "for (int k = tid; k < 0; k += T)")]),
+    "no cluster writes": ("ranking and writing the stored windows",
+                          [("if ((stores >> k) & 1u) {", "if (false) {")]),
+}
+
+
+def compile_variant(cp, source: str, spec):
+    from cupy.cuda import compiler
+
+    cubin, _ = compiler.compile_using_nvrtc(source, OPTIONS + spec.defines(),
+                                            compiler._get_arch(), filename=SOURCE)
+    module = cp.cuda.function.Module()
+    module.load(cubin)
+    return module, module.get_function(ENTRY)
+
+
+def time_kernel(cp, finder, kernel, dev, repeats):
+    engine = finder._engine
+    engine.kernel = kernel
+    cp.cuda.driver.funcSetAttribute(
+        kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, engine.shared)
+    chunk = finder.chunk_frames
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    engine._ensure_outputs(0)
+    state = (engine.s.copy(), engine.s2.copy())
+    totals = []
+    for _ in range(repeats + 1):
+        total = 0.0
+        for a in range(0, len(dev), chunk):
+            part = dev[a:a + chunk]
+            start.record(engine.compute)
+            engine._run(part, len(part), 0, state[0].copy(), state[1].copy(),
+                        engine.no_maps[:len(part)], engine.no_map_buffer)
+            stop.record(engine.compute)
+            stop.synchronize()
+            total += cp.cuda.get_elapsed_time(start, stop) / 1e3
+        totals.append(total)
+    return totals[1:]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=4096)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    args = parser.parse_args(argv)
+    cp = cupy_or_raise()
+    sim = Simulator(seed=1)
+    dark = sim.dark(1000)
+    unique = sim.frames(512)[0]
+    dev = cp.asarray(np.resize(unique, (args.frames, *unique.shape[1:])))
+    source = (kernel_dir() / SOURCE).read_text()
+    record = {"benchmark": "kernel_variants", "date": datetime.now(timezone.utc).isoformat(),
+              "git_commit": git_commit(), "gpu": device_info(),
+              "parameters": {"frames": args.frames, "repeats": args.repeats,
+                             "photons_per_frame": sim.beam.photons_per_frame},
+              "cases": []}
+    for dtype in ("float32", "float64"):
+        ped = Pedestal(unique.shape[1:], 1000, dtype)
+        ped.push_dark(dark)
+        for size in ((3, 3), (9, 9)):
+            finder = CudaFinder(ped.copy(), 5.0, size, chunk_frames=512)
+            finder._to_device()
+            spec = finder._engine.spec
+            for name, (left_out, patches) in VARIANTS.items():
+                text = source
+                for old, new in patches:
+                    assert old in text, (name, old)
+                    text = text.replace(old, new)
+                module, kernel = compile_variant(cp, text, spec)
+                seconds = time_kernel(cp, finder, kernel, dev, args.repeats)
+                us = [s / args.frames * 1e6 for s in seconds]
+                record["cases"].append({"pedestal_dtype": dtype, "cluster_size": f"{size[0]}x{size[1]}",
+                                        "variant": name, "left_out": left_out, "seconds": seconds,
+                                        "us_per_frame_best": min(us),
+                                        "us_per_frame_median": statistics.median(us)})
+                print(f"{dtype} {size[0]}x{size[1]} {name:20s} {min(us):6.2f} us/frame "
+                      f"(median {statistics.median(us):6.2f})", flush=True)
+    write_record(record, args.out)
+
+
+if __name__ == "__main__":
+    main()
