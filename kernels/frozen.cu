@@ -14,6 +14,7 @@
 //                            or float / double kept as they are (0)
 //   CLUSTER_NY, CLUSTER_NX   the cluster window, both odd
 //   PIXELS_PER_THREAD        a bound on the band pixels of one thread (registers)
+//   FRAME_NX                 the frame's width
 //
 // Layout of one launch (cooperative, so every block is resident at once):
 // - Block b owns the image rows [band_lo(b), band_lo(b + 1)), its "band", for the whole
@@ -32,7 +33,7 @@
 //   moves its clusters to their place in the compact output and bins their energies.
 
 #ifndef STATE_T
-#error "STATE_T, WINDOW_T, ROUND_WINDOW, CLUSTER_NY, CLUSTER_NX, PIXELS_PER_THREAD: see above"
+#error "STATE_T, WINDOW_T, ROUND_WINDOW, CLUSTER_NY, CLUSTER_NX, PIXELS_PER_THREAD, FRAME_NX: see above"
 #endif
 
 #define RY (CLUSTER_NY / 2)
@@ -211,7 +212,7 @@ __device__ __forceinline__ void await(const unsigned int* flag, unsigned int val
 // ---------------------------------------------------------------- the chunk kernel
 
 extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1) frozen_chunk(
-    const u16* __restrict__ frames, const int n_frames, const int ny, const int nx,
+    const u16* __restrict__ frames, const int n_frames, const int ny,
     const STATE_T* __restrict__ off, STATE_T* __restrict__ s, STATE_T* __restrict__ s2,
     const STATE_T* __restrict__ rms_fixed, const int fixed,
     const STATE_T N, const STATE_T nsig, const STATE_T c3, const int cap,
@@ -236,6 +237,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1) frozen_chunk(
     int* warp_stores = (int*)(smem + SCAN_BYTES);                // [PIXELS_PER_THREAD][32]
     STATE_T* tile = (STATE_T*)(smem + SCAN_BYTES + WARP_STORE_BYTES);
 
+    const int nx = FRAME_NX;   // a constant: divisions by it are multiplications
     const int G = gridDim.x, b = blockIdx.x, T = blockDim.x, tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5;
     const int lo = band_lo(b, ny, G), hi = band_lo(b + 1, ny, G);
@@ -373,24 +375,28 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1) frozen_chunk(
                 before += w < warp ? c : 0;
                 in_round += c;
             }
-            if ((stores >> k) & 1u) {
+            // Each store of the round is written by the whole warp, one tap per lane.
+            unsigned int pending = ballots[k];
+            while (pending) {
+                const int src = __ffs(pending) - 1;
+                pending &= pending - 1;
                 const int rank = region_used + band_stores + before
-                    + __popc(ballots[k] & ((1u << lane) - 1u));
-                const int p = k * T + tid;
-                const int i = lo + p / nx, j = p % nx;
+                    + __popc(ballots[k] & ((1u << src) - 1u));
                 if (rank >= region_cap) {
-                    *overflow = 1;
-                } else {
-                    const long long r = (long long)b * region_cap + rank;
-                    WINDOW_T* w = region_win + r * WINDOW_SIZE;
-                    for (int a = 0; a < CLUSTER_NY; ++a) {
-                        const int yy = i - RY + a;
-                        for (int c = 0; c < CLUSTER_NX; ++c) {
-                            const int xx = j - RX + c;
-                            w[a * CLUSTER_NX + c] = (0 <= yy && yy < ny && 0 <= xx && xx < nx)
-                                ? stored_value(tile[(yy - t_lo) * nx + xx]) : (WINDOW_T)0;
-                        }
-                    }
+                    if (lane == 0)
+                        *overflow = 1;
+                    continue;
+                }
+                const int p = k * T + warp * 32 + src;
+                const int i = lo + p / nx, j = p % nx;
+                const long long r = (long long)b * region_cap + rank;
+                WINDOW_T* w = region_win + r * WINDOW_SIZE;
+                for (int tap = lane; tap < WINDOW_SIZE; tap += 32) {
+                    const int yy = i - RY + tap / CLUSTER_NX, xx = j - RX + tap % CLUSTER_NX;
+                    w[tap] = (0 <= yy && yy < ny && 0 <= xx && xx < nx)
+                        ? stored_value(tile[(yy - t_lo) * nx + xx]) : (WINDOW_T)0;
+                }
+                if (lane == 0) {
                     region_pos[3 * r] = i;
                     region_pos[3 * r + 1] = j;
                     region_pos[3 * r + 2] = f;

@@ -118,7 +118,7 @@ class FrozenEngine:
             )
         with cuda_context("compiling the frozen kernel"):
             self.spec = KernelSpec(self.state_dtype.name, self.window_dtype.name,
-                                   tuple(cluster_size), per_thread)
+                                   tuple(cluster_size), per_thread, nx)
             self.kernel = load_kernel(self.spec)
             cp.cuda.driver.funcSetAttribute(
                 self.kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -312,10 +312,10 @@ class FrozenEngine:
         else:
             edges, hist, pixel = self.hist
             n_bins = len(hist)
-        ny, nx = self.frame_shape
+        ny = self.frame_shape[0]
         cp.cuda.runtime.memsetAsync(self.sync.data.ptr, 0, self.sync.nbytes, self.compute.ptr)
         cp.cuda.runtime.memsetAsync(meta.data.ptr, 0, meta.nbytes, self.compute.ptr)
-        args = (frames, np.int32(n), np.int32(ny), np.int32(nx),
+        args = (frames, np.int32(n), np.int32(ny),
                 self.off, s, s2, self.rms_fixed, np.int32(self.fixed),
                 t(self.N), t(self.nsig), t(self.c3), np.int32(self.cap),
                 self.exchange, self.sync, self.counts[slot], np.int32(self.region_cap),

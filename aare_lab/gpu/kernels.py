@@ -1,6 +1,6 @@
 """The CUDA sources of ``kernels/``, specialised by preprocessor defines and cached on disk.
 
-Each variant (pedestal dtype, window dtype, cluster size) is an ``extern "C"`` entry point
+Each variant (pedestal dtype, window dtype, cluster size, frame width) is an ``extern "C"`` entry point
 compiled by NVRTC with the defines of `KernelSpec`, and its cubin is kept under
 `cache_dir`, keyed by the source, the options, the GPU architecture and the NVRTC version:
 a new process loads it without compiling. The module is compiled here rather than through
@@ -46,6 +46,7 @@ class KernelSpec:
     window_dtype: str
     cluster_size: tuple[int, int]
     pixels_per_thread: int
+    frame_nx: int
 
     def defines(self) -> tuple[str, ...]:
         """The ``-D`` options of this variant."""
@@ -54,7 +55,7 @@ class KernelSpec:
                 f"-DWINDOW_T={_C_TYPES[self.window_dtype]}",
                 f"-DROUND_WINDOW={int(self.window_dtype == 'int32')}",
                 f"-DCLUSTER_NY={ny}", f"-DCLUSTER_NX={nx}",
-                f"-DPIXELS_PER_THREAD={self.pixels_per_thread}")
+                f"-DPIXELS_PER_THREAD={self.pixels_per_thread}", f"-DFRAME_NX={self.frame_nx}")
 
 
 def kernel_dir() -> Path:
