@@ -9,7 +9,9 @@ frames repeated to ``--frames``), 3x3 and 9x9 clusters, float32 and float64 pede
   page-locking the frames (``cudaHostRegister``) costs;
 - host-resident end to end: ``CudaFinder.find_batches`` over the NumPy array until every
   chunk's clusters are NumPy arrays on the host, with ``host_memory="register"`` and
-  ``"stage"``, and ``find`` (the whole xarray result) for the first;
+  ``"stage"``, from frames already in page-locked memory (``pinned_frames``), and
+  ``find`` (the whole xarray result) with ``"register"``; and the host's own copy rate
+  into page-locked memory;
 - device-resident end to end: the same from a CuPy array, clusters to the host, and
   ``spectrum`` (device histogram, no clusters shipped): the re-find of a slider;
 - kernel time per frame: CUDA events around the chunk kernel alone, on an otherwise idle
@@ -52,7 +54,8 @@ from cpu_finders import cpu_name, git_commit, write_record  # noqa: E402
 import aare_lab  # noqa: E402
 from aare_lab import Pedestal  # noqa: E402
 from aare_lab.finders import CudaFinder  # noqa: E402
-from aare_lab.gpu import cupy_or_raise, device_info  # noqa: E402
+from aare_lab.gpu import cupy_or_raise, device_info, pinned_frames  # noqa: E402
+from aare_lab.gpu.feed import COPY_THREADS, parallel_copy  # noqa: E402
 from aare_lab.simulate import Beam, Simulator  # noqa: E402
 
 N_PEDESTAL = 1000
@@ -216,6 +219,16 @@ def main(argv=None):
           f"registering {floor['bytes'] >> 20} MiB took {floor['register_seconds']:.2f} s",
           flush=True)
     assert cp.array_equal(dev[-1], cp.asarray(frames[-1]))
+    pinned = pinned_frames(len(frames), frames.shape[1:])
+    copies = []
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        parallel_copy(frames, pinned)
+        copies.append(time.perf_counter() - t0)
+    record["host_copy"] = {"seconds": copies, "GB_per_s": frames.nbytes / min(copies) / 1e9,
+                           "threads": COPY_THREADS}
+    print(f"host copy into pinned memory ({COPY_THREADS} threads): "
+          f"{record['host_copy']['GB_per_s']:.1f} GB/s", flush=True)
 
     for dtype in args.dtypes.split(","):
         ped = Pedestal(frames.shape[1:], N_PEDESTAL, dtype)
@@ -232,6 +245,9 @@ def main(argv=None):
                 f = finder(host_memory=mode)
                 runs[f"host_{mode}"] = repeat(cp, lambda f=f: clusters_of(f.find_batches(frames)),
                                               args.repeats)
+            f = finder()
+            runs["host_pinned"] = repeat(cp, lambda: clusters_of(f.find_batches(pinned)),
+                                         args.repeats)
             f = finder(host_memory="register")
             runs["host_register_dataset"] = repeat(
                 cp, lambda: f.find(frames, progress=False).sizes["cluster"], args.repeats)

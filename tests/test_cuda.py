@@ -158,14 +158,19 @@ def test_same_result_for_any_chunking_splitting_and_repetition(runs, dtype):
 
 
 @pytest.mark.gpu
-def test_register_and_stage_give_the_same_result(runs):
+def test_register_stage_and_pinned_frames_give_the_same_result(runs):
+    from aare_lab import pinned_frames
+
     run = runs("moench", 60)
+    pinned = pinned_frames(60, (400, 400))
+    pinned[...] = run.frames
     results = []
-    for mode in ("register", "stage"):
+    for mode, frames in (("register", run.frames), ("stage", run.frames), ("auto", pinned)):
         ped = trained(run)
         results.append((CudaFinder(ped, 5.0, 3, chunk_frames=16, host_memory=mode)
-                        .find(run.frames, progress=False), ped))
-    assert_same(results[0][0], results[1][0], results[0][1], results[1][1])
+                        .find(frames, progress=False), ped))
+    for other in results[1:]:
+        assert_same(results[0][0], other[0], results[0][1], other[1])
 
 
 @pytest.mark.gpu
