@@ -81,6 +81,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dtypes", default="float32,float64")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     cp = cupy_or_raise()
@@ -94,7 +95,7 @@ def main(argv=None):
               "parameters": {"frames": args.frames, "repeats": args.repeats,
                              "photons_per_frame": sim.beam.photons_per_frame},
               "cases": []}
-    for dtype in ("float32", "float64"):
+    for dtype in args.dtypes.split(","):
         ped = Pedestal(unique.shape[1:], 1000, dtype)
         ped.push_dark(dark)
         for size in ((3, 3), (9, 9)):

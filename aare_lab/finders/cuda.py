@@ -240,7 +240,8 @@ class CudaFinder(Finder):
         if not isinstance(source, ArraySource) or self.host_memory == "stage":
             return nullcontext()
         array = source.array
-        if self.host_memory == "auto" and array.nbytes < REGISTER_MIN_BYTES:
+        if self._feed.is_pinned(array.ctypes.data) or (
+                self.host_memory == "auto" and array.nbytes < REGISTER_MIN_BYTES):
             return nullcontext()
         return self._feed.registered(array)
 

@@ -96,7 +96,7 @@ class HostFeed:
         with cuda_context(f"copying {n} frames to the GPU"):
             if self._readers[slot] is not None:
                 self.stream.wait_event(self._readers[slot])
-            if not (self._is_registered(src, frames.nbytes) or self._is_pinned(src)):
+            if not (self._is_registered(src, frames.nbytes) or self.is_pinned(src)):
                 src = self._stage(slot, frames)
             dst = self.slots[slot][:n]
             cp.cuda.runtime.memcpyAsync(dst.data.ptr, src, frames.nbytes,
@@ -111,7 +111,7 @@ class HostFeed:
         self._readers[self._next] = done
         self._next = 1 - self._next
 
-    def _is_pinned(self, start: int) -> bool:
+    def is_pinned(self, start: int) -> bool:
         """Whether the memory at ``start`` is already page-locked (see `pinned_array`)."""
         try:
             attributes = self.cp.cuda.runtime.pointerGetAttributes(start)
