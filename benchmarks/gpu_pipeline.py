@@ -15,7 +15,7 @@ frames repeated to ``--frames``), 3x3 and 9x9 clusters, float32 and float64 pede
 - device-resident end to end: the same from a CuPy array, clusters to the host, and
   ``spectrum`` (device histogram, no clusters shipped): the re-find of a slider;
 - kernel time per frame: CUDA events around the chunk kernel alone, on an otherwise idle
-  stream;
+  stream, with 512 and with 256 threads per block (and the device spectrum with 256);
 - minor page faults (``getrusage``) during every timed region, beside it;
 - the CPU peer: aare ``ClusterFinderMT`` on all host cores, in a subprocess (an interpreter
   with aare: ``$AARE_PYTHON_2026_9_30``, see ``tests/aare_env.py``), on the first
@@ -269,9 +269,16 @@ def main(argv=None):
             for name, run in runs.items():
                 n = args.slider_frames if name == "slider_refind" else args.frames
                 run.update(fps(run, n))
-            kernel = kernel_seconds(cp, finder(), dev, args.repeats)
-            runs["kernel"] = {"seconds": kernel, **fps({"seconds": kernel}, args.frames),
-                              "us_per_frame_best": min(kernel) / args.frames * 1e6}
+            for threads in (512, 256):
+                kernel = kernel_seconds(cp, finder(block_threads=threads), dev, args.repeats)
+                runs["kernel" if threads == 512 else f"kernel_{threads}_threads"] = {
+                    "seconds": kernel, **fps({"seconds": kernel}, args.frames),
+                    "us_per_frame_best": min(kernel) / args.frames * 1e6}
+            f = finder(block_threads=256)
+            runs["device_spectrum_256_threads"] = repeat(
+                cp, lambda: int(f.spectrum(dev, progress=False)["counts"].sum()), args.repeats)
+            runs["device_spectrum_256_threads"].update(fps(runs["device_spectrum_256_threads"],
+                                                           args.frames))
             case["aare_lab"] = runs
             if dtype == "float64" and args.aare_frames:
                 case["aare_ClusterFinderMT"] = aare_mt(dark, frames[:args.aare_frames], size,

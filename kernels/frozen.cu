@@ -15,6 +15,8 @@
 //   CLUSTER_NY, CLUSTER_NX   the cluster window, both odd
 //   PIXELS_PER_THREAD        a bound on the band pixels of one thread (registers)
 //   FRAME_NX                 the frame's width
+//   MAX_THREADS              threads per block, 256 or 512; 512 of them share an SM's
+//                            registers (128 per thread)
 //
 // Layout of one launch (cooperative, so every block is resident at once):
 // - Block b owns the image rows [band_lo(b), band_lo(b + 1)), its "band", for the whole
@@ -33,14 +35,13 @@
 //   moves its clusters to their place in the compact output and bins their energies.
 
 #ifndef STATE_T
-#error "STATE_T, WINDOW_T, ROUND_WINDOW, CLUSTER_NY, CLUSTER_NX, PIXELS_PER_THREAD, FRAME_NX: see above"
+#error "STATE_T, WINDOW_T, ROUND_WINDOW, CLUSTER_NY, CLUSTER_NX, PIXELS_PER_THREAD, FRAME_NX, MAX_THREADS: see above"
 #endif
 
 #define RY (CLUSTER_NY / 2)
 #define RX (CLUSTER_NX / 2)
 #define WINDOW_SIZE (CLUSTER_NY * CLUSTER_NX)
-#define MAX_THREADS 512  // threads per block; aare_lab/gpu/engine.py launches at most this
-#define WARPS (MAX_THREADS / 32)  // the host launches exactly MAX_THREADS threads
+#define WARPS (MAX_THREADS / 32)  // the host launches exactly MAX_THREADS threads per block
 #define SCAN_BYTES 256   // shared memory of the block scan (33 ints), rounded up
 #define FLAG_STRIDE 32   // one 128-byte line per band's flag: no false sharing while polling
 #define WARP_STORE_BYTES (PIXELS_PER_THREAD * 32 * 4)
@@ -211,7 +212,7 @@ __device__ __forceinline__ void await(const unsigned int* flag, unsigned int val
 
 // ---------------------------------------------------------------- the chunk kernel
 
-extern "C" __global__ void __launch_bounds__(MAX_THREADS, 1) frozen_chunk(
+extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) frozen_chunk(
     const u16* __restrict__ frames, const int n_frames, const int ny,
     const STATE_T* __restrict__ off, STATE_T* __restrict__ s, STATE_T* __restrict__ s2,
     const STATE_T* __restrict__ rms_fixed, const int fixed,

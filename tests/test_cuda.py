@@ -91,6 +91,15 @@ def test_cuda_equals_frozen(runs, shape, cluster_size, dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("dtype, cluster_size", [("float32", (3, 3)), ("float64", (9, 9))])
+def test_cuda_equals_frozen_with_two_blocks_per_multiprocessor(runs, shape, dtype, cluster_size):
+    cpu, gpu, ped_cpu, ped_gpu = both(runs(shape), dtype, cluster_size, chunk_frames=16,
+                                      block_threads=256)
+    assert_same(cpu, gpu, ped_cpu, ped_gpu)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", list(SHAPES))
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("noise", ["running", "fixed"])
 def test_cuda_equals_frozen_over_capacity(runs, shape, dtype, noise):

@@ -171,3 +171,15 @@ def test_refusals(timing):
     with pytest.raises(ValueError, match="different cluster sizes"):
         explain(frames, 0, 1, 1, [FinderConfig("serial"), FinderConfig("frozen", cluster_size=5)],
                 pedestal=ped)
+
+
+def test_a_cuda_result_is_explained_with_its_cpu_twin():
+    """A result stamped "cuda" replays the frozen model, so no GPU is needed to explain it."""
+    sim = Simulator(Detector(frame_shape=(16, 16)), Beam(photons_per_frame=8), seed=5)
+    dark, (frames, _) = sim.dark(20), sim.frames(6)
+    ped = train_pedestal(dark, 20, progress=False)
+    frozen = FrozenFinder(ped).find(frames, branch_maps=True, progress=False)
+    stamped = frozen.assign_attrs(finder="cuda")
+    f, y, x = int(frozen["frame_number"][0]), int(frozen["y"][0]), int(frozen["x"][0])
+    (e,) = explain_sites(frames, [(f, y, x)], {"gpu": stamped}, dark=dark)
+    assert e.branch("gpu") == map_code(frozen, f, y, x) == Branch.TEST1_STORE

@@ -48,7 +48,11 @@ class CudaFinder(Finder):
     host_memory
         How host frames reach the GPU: ``"register"`` page-locks the caller's array for
         the call, ``"stage"`` copies chunks through two pinned buffers, ``"auto"``
-        registers in-memory arrays of at least 256 MiB and stages the rest.
+        registers in-memory arrays of at least 256 MiB and stages the rest. Frames already
+        in page-locked memory (`aare_lab.gpu.pinned_frames`) are always copied directly.
+    block_threads
+        Threads per GPU block, 512 (one block per multiprocessor) or 256 (two); results do
+        not depend on it, speed does (``benchmarks/gpu_pipeline.py`` measures both).
 
     Raises
     ------
@@ -58,7 +62,7 @@ class CudaFinder(Finder):
 
     name = "cuda"
 
-    def __init__(self, *args, host_memory: str = "auto", **kwargs):
+    def __init__(self, *args, host_memory: str = "auto", block_threads: int = 512, **kwargs):
         kwargs.setdefault("chunk_frames", DEFAULT_CHUNK_FRAMES)
         super().__init__(*args, **kwargs)
         if host_memory not in HOST_MEMORY:
@@ -68,7 +72,7 @@ class CudaFinder(Finder):
         self._cp = cupy_or_raise()
         ped, p = self.pedestal, self.params
         self._engine = FrozenEngine(ped.frame_shape, ped.dtype.name, p.window_dtype,
-                                    p.cluster_size, self.chunk_frames)
+                                    p.cluster_size, self.chunk_frames, block_threads)
         self._engine.configure(ped.N, self._nsig, self._c3, p.max_clusters_per_frame)
         self._feed: HostFeed | None = None
         self._synced: tuple[np.ndarray, np.ndarray] | None = None

@@ -66,10 +66,31 @@ def device_info() -> dict:
         "compute_capability": dev.compute_capability,
         "multiprocessors": int(props["multiProcessorCount"]),
         "memory_bytes": int(props["totalGlobalMem"]),
-        "driver_version": cp.cuda.runtime.driverGetVersion(),
+        "driver_version": _driver_release(),
+        "driver_cuda_version": cp.cuda.runtime.driverGetVersion(),
         "runtime_version": cp.cuda.runtime.runtimeGetVersion(),
         "cupy_version": cp.__version__,
     }
+
+
+def _driver_release() -> str | None:
+    """The NVIDIA kernel driver's release (e.g. 580.159.04), where the system tells it."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else str(version)
+    except Exception:  # NVML missing or unusable: fall back to the kernel module's banner
+        pass
+    try:
+        with open("/proc/driver/nvidia/version") as banner:
+            for word in banner.readline().split():
+                if word.count(".") >= 1 and word.replace(".", "").isdigit():
+                    return word
+    except OSError:
+        pass
+    return None
 
 
 @contextmanager

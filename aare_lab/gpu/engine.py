@@ -21,10 +21,11 @@ import numpy as np
 from .device import cuda_context, cupy_or_raise
 from .feed import parallel_copy, pinned_array
 from .kernels import (
+    BLOCK_THREADS,
     FLAG_STRIDE,
     MAX_PIXELS_PER_THREAD,
     SCAN_BYTES,
-    THREADS,
+    SM_THREADS,
     KernelSpec,
     load_kernel,
 )
@@ -77,6 +78,8 @@ class FrozenEngine:
         ``(ny, nx)`` of the window, both odd.
     chunk_frames
         The most frames one launch processes.
+    threads
+        Threads per block, 256 or 512 (see `aare_lab.gpu.kernels.BLOCK_THREADS`).
 
     Raises
     ------
@@ -85,7 +88,9 @@ class FrozenEngine:
     """
 
     def __init__(self, frame_shape: tuple[int, int], state_dtype: str, window_dtype: str,
-                 cluster_size: tuple[int, int], chunk_frames: int):
+                 cluster_size: tuple[int, int], chunk_frames: int, threads: int = 512):
+        if threads not in BLOCK_THREADS:
+            raise ValueError(f"block_threads must be one of {BLOCK_THREADS}, got {threads!r}")
         cp = cupy_or_raise()
         self.cp = cp
         self.frame_shape = frame_shape
@@ -93,48 +98,64 @@ class FrozenEngine:
         self.window_dtype = np.dtype(window_dtype)
         self.cluster_size = cluster_size
         self.chunk_frames = chunk_frames
-        ny, nx = frame_shape
-        ry = cluster_size[0] // 2
+        self.threads = threads
         device = cp.cuda.Device()
         sms = cp.cuda.runtime.deviceGetAttribute(_ATTR_SMS, device.id)
+        # Every band's block must be resident at once: as many blocks per SM as fit.
+        for per_sm in range(SM_THREADS // threads, 0, -1):
+            self._configure(sms * per_sm)
+            resident = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                self.kernel.ptr, threads, self.shared)
+            if resident * sms >= self.n_bands:
+                break
+        else:
+            raise ValueError(f"the cuda finder's blocks do not fit on this GPU "
+                             f"({self.shared} bytes of shared memory each); lower chunk_frames")
+        self.compute = cp.cuda.Stream(non_blocking=True)
+        self.fetch = cp.cuda.Stream(non_blocking=True)
+        with cuda_context("allocating the finder's GPU buffers"), self.compute:
+            self._allocate()
+        ny, nx = frame_shape
+        self.region_cap = max(64, int(np.ceil(INITIAL_REGION_DENSITY * chunk_frames
+                                              * -(-ny // self.n_bands) * nx)))
+        self._region = None
+        self._outputs = [None, None]
+        self._host = [None, None]
+        self._launches = 0
+        self.hist = None
+
+    def _configure(self, max_bands: int) -> None:
+        """Cut the frame into bands for at most ``max_bands`` blocks and load the kernel."""
+        cp = self.cp
+        ny, nx = self.frame_shape
+        ry = self.cluster_size[0] // 2
         # Bands at least ry rows high take their halo from the adjacent bands alone.
-        self.n_bands = max(1, min(sms, ny // ry))
+        self.n_bands = max(1, min(max_bands, ny // ry))
         band_max = -(-ny // self.n_bands)
-        per_thread = 1 << max(0, (-(-band_max * nx // THREADS) - 1).bit_length())
+        per_thread = 1 << max(0, (-(-band_max * nx // self.threads) - 1).bit_length())
         if per_thread > MAX_PIXELS_PER_THREAD:
             raise ValueError(
                 f"a {ny}x{nx} frame is too large for the cuda finder: a band of {band_max} rows "
                 f"would need {per_thread} pixels per thread, at most {MAX_PIXELS_PER_THREAD} fit "
                 "in registers; split the frame (e.g. per detector module)")
         tile = (band_max + 2 * ry) * nx * self.state_dtype.itemsize
-        self.shared = SCAN_BYTES + per_thread * 32 * 4 + max(tile, 4 * chunk_frames)
+        self.shared = SCAN_BYTES + per_thread * 32 * 4 + max(tile, 4 * self.chunk_frames)
+        device = cp.cuda.Device()
         limit = cp.cuda.runtime.deviceGetAttribute(_ATTR_SHARED_OPTIN, device.id)
         if self.shared > limit:
             raise ValueError(
-                f"a {ny}x{nx} frame is too wide for the cuda finder with {state_dtype} state: "
-                f"one band of {band_max} rows needs {self.shared} bytes of shared memory, this "
-                f"GPU has {limit}; split the frame (e.g. per detector module), use float32, "
-                "or lower chunk_frames"
+                f"a {ny}x{nx} frame is too wide for the cuda finder with "
+                f"{self.state_dtype.name} state: one band of {band_max} rows needs "
+                f"{self.shared} bytes of shared memory, this GPU has {limit}; split the frame "
+                "(e.g. per detector module), use float32, or lower chunk_frames"
             )
         with cuda_context("compiling the frozen kernel"):
             self.spec = KernelSpec(self.state_dtype.name, self.window_dtype.name,
-                                   tuple(cluster_size), per_thread, nx)
+                                   tuple(self.cluster_size), per_thread, nx, self.threads)
             self.kernel = load_kernel(self.spec)
             cp.cuda.driver.funcSetAttribute(
                 self.kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 self.shared)
-        self.threads = THREADS
-        self.compute = cp.cuda.Stream(non_blocking=True)
-        self.fetch = cp.cuda.Stream(non_blocking=True)
-        with cuda_context("allocating the finder's GPU buffers"), self.compute:
-            self._allocate()
-        self.region_cap = max(64, int(np.ceil(INITIAL_REGION_DENSITY * chunk_frames
-                                              * band_max * nx)))
-        self._region = None
-        self._outputs = [None, None]
-        self._host = [None, None]
-        self._launches = 0
-        self.hist = None
 
     def _allocate(self) -> None:
         cp, shape, dt, c, G = self.cp, self.frame_shape, self.state_dtype, self.chunk_frames, \

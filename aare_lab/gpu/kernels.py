@@ -1,6 +1,6 @@
 """The CUDA sources of ``kernels/``, specialised by preprocessor defines and cached on disk.
 
-Each variant (pedestal dtype, window dtype, cluster size, frame width) is an ``extern "C"`` entry point
+Each variant (pedestal dtype, window dtype, cluster size, frame width, block size) is an ``extern "C"`` entry point
 compiled by NVRTC with the defines of `KernelSpec`, and its cubin is kept under
 `cache_dir`, keyed by the source, the options, the GPU architecture and the NVRTC version:
 a new process loads it without compiling. The module is compiled here rather than through
@@ -23,8 +23,10 @@ ENTRY = "frozen_chunk"
 #: IEEE arithmetic exactly as written: no contraction into FMAs, no flush-to-zero,
 #: correctly rounded division and square root.
 OPTIONS = ("-fmad=false", "-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-std=c++17")
-#: Threads per block; the kernel's ``MAX_THREADS`` launch bound.
-THREADS = 512
+#: Threads per block the kernel can be built for (``MAX_THREADS``); 512 threads share an
+#: SM's registers, so a block of 256 runs two to an SM.
+BLOCK_THREADS = (256, 512)
+SM_THREADS = 512
 #: Shared memory of the kernel ahead of its tile: the block scan, then the store counts of
 #: each warp per round of pixels (``SCAN_BYTES``, ``WARP_STORE_BYTES`` in the source).
 SCAN_BYTES = 256
@@ -47,6 +49,7 @@ class KernelSpec:
     cluster_size: tuple[int, int]
     pixels_per_thread: int
     frame_nx: int
+    threads: int
 
     def defines(self) -> tuple[str, ...]:
         """The ``-D`` options of this variant."""
@@ -55,7 +58,8 @@ class KernelSpec:
                 f"-DWINDOW_T={_C_TYPES[self.window_dtype]}",
                 f"-DROUND_WINDOW={int(self.window_dtype == 'int32')}",
                 f"-DCLUSTER_NY={ny}", f"-DCLUSTER_NX={nx}",
-                f"-DPIXELS_PER_THREAD={self.pixels_per_thread}", f"-DFRAME_NX={self.frame_nx}")
+                f"-DPIXELS_PER_THREAD={self.pixels_per_thread}", f"-DFRAME_NX={self.frame_nx}",
+                f"-DMAX_THREADS={self.threads}")
 
 
 def kernel_dir() -> Path:
