@@ -185,7 +185,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     cp = cupy_or_raise()
     sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")]
-    threads = os.cpu_count()
+    threads = len(os.sched_getaffinity(0))  # the cores this process may use, not the host's
 
     t0 = time.perf_counter()
     sim = Simulator(beam=Beam(photons_per_frame=args.photons), seed=1)
