@@ -34,7 +34,6 @@ import json
 import os
 import platform
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,7 +48,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
 from aare_env import aare_python  # noqa: E402
-from cpu_finders import cpu_name, git_commit, write_record  # noqa: E402
+from cpu_finders import cpu_name, git_commit, summary, write_record  # noqa: E402
 
 import aare_lab  # noqa: E402
 from aare_lab import Pedestal  # noqa: E402
@@ -93,10 +92,6 @@ def repeat(cp, fn, repeats):
     return {"seconds": seconds, "minor_faults": faults, "result": extra}
 
 
-def fps(run, n):
-    return {"best_fps": n / min(run["seconds"]), "median_fps": n / statistics.median(run["seconds"])}
-
-
 def h2d_floor(cp, frames, dev, chunk, repeats):
     """Bulk page-locked copies of ``frames`` into ``dev``, chunk by chunk, one stream."""
     stream = cp.cuda.Stream(non_blocking=True)
@@ -126,7 +121,10 @@ def h2d_floor(cp, frames, dev, chunk, repeats):
 
 
 def kernel_seconds(cp, finder, dev, repeats):
-    """CUDA-event time of the chunk kernel alone, chunk after chunk on an idle stream."""
+    """CUDA-event time of the finder's chunk kernel alone, chunk after chunk on an idle stream.
+
+    One untimed pass first; the state is scratch, so the finder's pedestal is not advanced.
+    """
     engine = finder._engine
     finder._to_device()
     chunk = finder.chunk_frames
@@ -134,7 +132,7 @@ def kernel_seconds(cp, finder, dev, repeats):
     state = (engine.s.copy(), engine.s2.copy())
     engine._ensure_outputs(0)
     totals = []
-    for _ in range(repeats):
+    for _ in range(repeats + 1):
         total = 0.0
         for a in range(0, len(dev), chunk):
             part = dev[a:a + chunk]
@@ -145,7 +143,7 @@ def kernel_seconds(cp, finder, dev, repeats):
             stop.synchronize()
             total += cp.cuda.get_elapsed_time(start, stop) / 1e3
         totals.append(total)
-    return totals
+    return totals[1:]
 
 
 def aare_mt(dark, frames, size, repeats, threads):
@@ -212,7 +210,7 @@ def main(argv=None):
     }
     dev = cp.empty(frames.shape, cp.uint16)
     floor = h2d_floor(cp, frames, dev, args.chunk, args.repeats)
-    floor.update(fps(floor, args.frames))
+    floor.update(summary(floor["seconds"], args.frames))
     floor["GB_per_s"] = floor["bytes"] / min(floor["seconds"]) / 1e9
     record["h2d_floor"] = floor
     print(f"H2D floor: {floor['best_fps']:.0f} frames/s ({floor['GB_per_s']:.1f} GB/s); "
@@ -268,24 +266,24 @@ def main(argv=None):
             runs["slider_refind"] = repeat(cp, refind, args.repeats)
             for name, run in runs.items():
                 n = args.slider_frames if name == "slider_refind" else args.frames
-                run.update(fps(run, n))
+                run.update(summary(run["seconds"], n))
             for threads in (512, 256):
                 kernel = kernel_seconds(cp, finder(block_threads=threads), dev, args.repeats)
                 runs["kernel" if threads == 512 else f"kernel_{threads}_threads"] = {
-                    "seconds": kernel, **fps({"seconds": kernel}, args.frames),
+                    "seconds": kernel, **summary(kernel, args.frames),
                     "us_per_frame_best": min(kernel) / args.frames * 1e6}
             f = finder(block_threads=256)
             runs["device_spectrum_256_threads"] = repeat(
                 cp, lambda: int(f.spectrum(dev, progress=False)["counts"].sum()), args.repeats)
-            runs["device_spectrum_256_threads"].update(fps(runs["device_spectrum_256_threads"],
-                                                           args.frames))
+            runs["device_spectrum_256_threads"].update(
+                summary(runs["device_spectrum_256_threads"]["seconds"], args.frames))
             case["aare_lab"] = runs
             if dtype == "float64" and args.aare_frames:
                 case["aare_ClusterFinderMT"] = aare_mt(dark, frames[:args.aare_frames], size,
                                                        args.repeats, threads)
                 mt = case["aare_ClusterFinderMT"]
                 if "ClusterFinderMT" in mt:
-                    mt.update(fps({"seconds": mt["ClusterFinderMT"]}, args.aare_frames))
+                    mt.update(summary(mt["ClusterFinderMT"], args.aare_frames))
             record["cases"].append(case)
             print_case(case, floor)
 
@@ -309,7 +307,7 @@ def per_pixel_spectra(cp, dark, dense, sparse, args):
                 return int(f.spectrum(dev, per_pixel=per_pixel, progress=False)["counts"].sum())
 
             timed = repeat(cp, run, args.repeats)
-            timed.update(fps(timed, len(frames)))
+            timed.update(summary(timed["seconds"], len(frames)))
             out[f"{name}_{'per_pixel' if per_pixel else 'plain'}"] = timed
             print(f"spectrum {name:6s} per_pixel={per_pixel!s:5s}: {timed['best_fps']:9.0f} "
                   f"frames/s, {timed['result'] / len(frames):.0f} clusters/frame", flush=True)

@@ -22,6 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from cpu_finders import git_commit, write_record  # noqa: E402
+from gpu_pipeline import kernel_seconds  # noqa: E402
 
 from aare_lab import Pedestal  # noqa: E402
 from aare_lab.finders import CudaFinder  # noqa: E402
@@ -54,27 +55,12 @@ def compile_variant(cp, source: str, spec):
 
 
 def time_kernel(cp, finder, kernel, dev, repeats):
+    """`gpu_pipeline.kernel_seconds` with ``kernel`` in place of the finder's own."""
     engine = finder._engine
     engine.kernel = kernel
     cp.cuda.driver.funcSetAttribute(
         kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, engine.shared)
-    chunk = finder.chunk_frames
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    engine._ensure_outputs(0)
-    state = (engine.s.copy(), engine.s2.copy())
-    totals = []
-    for _ in range(repeats + 1):
-        total = 0.0
-        for a in range(0, len(dev), chunk):
-            part = dev[a:a + chunk]
-            start.record(engine.compute)
-            engine._run(part, len(part), 0, state[0].copy(), state[1].copy(),
-                        engine.no_maps[:len(part)], engine.no_map_buffer)
-            stop.record(engine.compute)
-            stop.synchronize()
-            total += cp.cuda.get_elapsed_time(start, stop) / 1e3
-        totals.append(total)
-    return totals[1:]
+    return kernel_seconds(cp, finder, dev, repeats)
 
 
 def main(argv=None):
