@@ -1,8 +1,9 @@
 """aare_lab: photon cluster finding for charge-integrating hybrid pixel X-ray detectors.
 
 The public API is re-exported lazily, so ``import aare_lab`` stays cheap and never pulls
-in matplotlib or widgets. The modules `aare_lab.compare`, `aare_lab.explain` and
-`aare_lab.spectra` are imported by name (their main functions share the module's name).
+in matplotlib or widgets. The submodules in `SUBMODULES` are imported on first attribute
+access too: ``aare_lab.explain`` is the module (its main function shares its name, so call
+``aare_lab.explain.explain``).
 """
 
 from importlib import import_module
@@ -17,10 +18,12 @@ _EXPORTS = {
     "FrozenFinder": "finders",
     "CudaFinder": "finders",
     "gpu_available": "gpu",
+    "GpuUnavailable": "gpu",
+    "GpuError": "gpu",
     "pinned_frames": "gpu",
     "get_finder": "finders",
     "available_finders": "finders",
-    "FinderParams": "params",
+    "FinderSpec": "spec",
     "parse_cluster_size": "params",
     "Branch": "branches",
     "TruncationWarning": "capacity",
@@ -39,19 +42,25 @@ _EXPORTS = {
     "Simulator": "simulate",
     "simulate_run": "simulate",
     "compare_all": "compare",
-    "FinderConfig": "explain",
     "cap_analysis": "caps",
     "fit_peaks": "spectra",
 }
 
+#: Submodules reached as attributes without an explicit import.
+SUBMODULES = ("caps", "compare", "explain", "plots", "simulate", "sources", "spectra",
+              "widgets")
+
+# Not in __all__: a star import must not pull in matplotlib or ipywidgets.
 __all__ = ["__version__", *_EXPORTS]
 
 
 def __getattr__(name: str):
     if name in _EXPORTS:
         return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    if name in SUBMODULES:
+        return import_module(f".{name}", __name__)
     raise AttributeError(f"module 'aare_lab' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(__all__)
+    return sorted([*__all__, *SUBMODULES])

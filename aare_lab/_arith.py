@@ -1,7 +1,7 @@
 """Per-pixel arithmetic of the finder contract, compiled with Numba.
 
 One implementation serves both pedestal dtypes. The float64 state is the centred
-float32 state of ALGORITHM.md with the offset fixed at 0: ``x - 0`` is exact, and
+float32 state of docs/algorithm.md with the offset fixed at 0: ``x - 0`` is exact, and
 ``sum / N`` is the cached mean bit for bit, so ``(x - off) - s / N`` is ``x - mean`` and
 ``s2 / N - resid * resid`` is ``sum2 / N - mean * mean``. The dtype of the state arrays
 (and of the scalars ``N``, ``nsig``, ``c3``, which callers pass in that dtype) selects
@@ -19,13 +19,15 @@ Twin: ``kernels/frozen.cu`` mirrors these functions line for line.
 import numpy as np
 from numba import njit
 
-NOT_PROCESSED = np.uint8(0)
-NEG_SKIP = np.uint8(1)
-SHADOW = np.uint8(2)
-TEST1_STORE = np.uint8(3)
-TEST3_STORE = np.uint8(4)
-TEST3_SKIP = np.uint8(5)
-QUIET_UPDATE = np.uint8(6)
+from .branches import Branch
+
+# Branch codes as uint8 globals, which Numba freezes into the compiled code.
+NEG_SKIP = np.uint8(Branch.NEG_SKIP)
+SHADOW = np.uint8(Branch.SHADOW)
+TEST1_STORE = np.uint8(Branch.TEST1_STORE)
+TEST3_STORE = np.uint8(Branch.TEST3_STORE)
+TEST3_SKIP = np.uint8(Branch.TEST3_SKIP)
+QUIET_UPDATE = np.uint8(Branch.QUIET_UPDATE)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -110,3 +112,13 @@ def round_half_away(value):
     if a - t >= 0.5:
         t += 1
     return t if value >= 0 else -t
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def round_half_away_array(values):
+    """`round_half_away` of every element of a C-contiguous array, as a new array."""
+    out = np.empty_like(values)
+    flat_in, flat_out = values.reshape(-1), out.reshape(-1)
+    for k in range(flat_in.size):
+        flat_out[k] = round_half_away(flat_in[k])
+    return out

@@ -1,12 +1,14 @@
 """Branch codes: which path of the per-pixel decision a pixel took in one frame.
 
-The numbering is fixed by ALGORITHM.md and shared with the CUDA kernel
-(``kernels/frozen.cu``) and the Numba decision (``aare_lab/finders/_decision.py``).
+The numbering is fixed by docs/algorithm.md. This enum is the one table: the Numba constants
+(``aare_lab/_arith.py``) are derived from it, and the tests check the ``#define``\\ s of the
+CUDA kernel (``kernels/frozen.cu``) and the independent transcription
+(``tests/reference.py``) against it.
 """
 
 from enum import IntEnum
 
-import numpy as np
+from .flags import cf_flags
 
 
 class Branch(IntEnum):
@@ -21,14 +23,6 @@ class Branch(IntEnum):
     QUIET_UPDATE = 6
 
 
-FLAG_VALUES = np.array([b.value for b in Branch], dtype=np.uint8)
-FLAG_MEANINGS = " ".join(b.name for b in Branch)
-
-
-def cf_flag_attrs() -> dict:
-    """CF ``flag_values``/``flag_meanings`` attributes for a branch-code map."""
-    return {
-        "flag_values": FLAG_VALUES,
-        "flag_meanings": FLAG_MEANINGS,
-        "long_name": "branch taken by the cluster-finding decision",
-    }
+def cf_flag_attrs(long_name: str = "branch taken by the cluster-finding decision") -> dict:
+    """CF ``flag_values``/``flag_meanings`` attributes for a variable of branch codes."""
+    return cf_flags([b.value for b in Branch], [b.name for b in Branch], long_name)

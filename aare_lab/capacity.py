@@ -1,10 +1,48 @@
-"""Capacity (``max_clusters_per_frame``) bookkeeping: truncation is never silent."""
+"""Capacity (``max_clusters_per_frame``) bookkeeping: truncation is never silent.
+
+In Python "no capacity" is None. Where an integer is needed (the result attribute, the
+compiled loops, the CUDA kernel) it is `NO_CAP`; `cap_to_attr` and `cap_from_attr` are the
+only translations between the two.
+"""
 
 from __future__ import annotations
 
 import warnings
 
 import numpy as np
+
+from .checks import positive_int
+
+#: The integer that stands for "no capacity" in result attributes and compiled code.
+NO_CAP = -1
+
+
+def cap_to_attr(cap: int | None) -> int:
+    """The integer encoding of a capacity: ``cap`` itself, or `NO_CAP` for None.
+
+    Raises
+    ------
+    ValueError
+        For anything but None or a positive integer.
+
+    Examples
+    --------
+    >>> cap_to_attr(None), cap_to_attr(4000)
+    (-1, 4000)
+    """
+    return NO_CAP if cap is None else positive_int("max_clusters_per_frame", cap)
+
+
+def cap_from_attr(value) -> int | None:
+    """The capacity an integer encoding stands for (None for `NO_CAP`).
+
+    Examples
+    --------
+    >>> cap_from_attr(-1) is None, cap_from_attr(4000)
+    (True, 4000)
+    """
+    value = int(value)
+    return None if value == NO_CAP else positive_int("max_clusters_per_frame", value)
 
 
 class TruncationWarning(UserWarning):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from .params import FinderParams, parse_cluster_size
+from .checks import positive_int
+from .params import WINDOW_DTYPES, parse_cluster_size
 
 # Per kept cluster the finders hold a window, y and x (int32) and a frame index (int64);
 # per frame, n_found and n_kept (int64).
@@ -22,11 +23,12 @@ def buffer_bytes_per_frame(cap: int, cluster_size: int | str | tuple[int, int] =
     >>> buffer_bytes_per_frame(1000, "3x3")  # 1000 * (9 * 4 + 16) + 16
     52016
     """
-    params = FinderParams(cluster_size=cluster_size, max_clusters_per_frame=cap,
-                          window_dtype=window_dtype)
-    cy, cx = params.cluster_size
+    cap = positive_int("cap", cap)
+    cy, cx = parse_cluster_size(cluster_size)
+    if window_dtype not in WINDOW_DTYPES:
+        raise ValueError(f"window_dtype={window_dtype!r} is not one of {', '.join(WINDOW_DTYPES)}")
     per_cluster = cy * cx * np.dtype(window_dtype).itemsize + _CENTRE_BYTES
-    return int(cap) * per_cluster + _FRAME_BYTES
+    return cap * per_cluster + _FRAME_BYTES
 
 
 def cap_analysis(counts: xr.Dataset | np.ndarray, cap: int, *,
@@ -60,8 +62,7 @@ def cap_analysis(counts: xr.Dataset | np.ndarray, cap: int, *,
         For a cap below 1, negative counts, or a result already truncated below ``cap``
         (its missing clusters cannot be ranked).
     """
-    if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 1:
-        raise ValueError(f"cap must be a positive integer, got {cap!r}")
+    cap = positive_int("cap", cap)
     is_result = isinstance(counts, xr.Dataset)
     if is_result:
         attrs = counts.attrs

@@ -36,9 +36,11 @@ import numpy as np
 import xarray as xr
 from scipy.spatial import cKDTree
 
-from .branches import Branch
+from .branches import Branch, cf_flag_attrs
+from .flags import cf_flags
 from .labels import as_labelled
 from .params import parse_cluster_size
+from .spec import timing_model
 
 CLASSIFICATIONS = ("truncated", "duplicate_neighbour", "displaced", "near_neighbour",
                    "isolated", "value_diff")
@@ -46,16 +48,9 @@ CAUSES = ("capacity", "configuration", "pedestal_diverged", "timing", "precision
           "unexplained")
 DECIDING_TESTS = ("unknown", "neg_skip", "test1", "local_max", "test3", "both_store", "none")
 KINDS = ("a_only", "b_only", "value_diff")
-#: The timing model of each finder (ALGORITHM.md); unknown finders are their own model.
-TIMING_MODELS = {"serial": "serial", "frozen": "frozen", "cuda": "frozen"}
 UNKNOWN, NO, YES = -1, 0, 1
 _CONFIGURATION = ("n_sigma", "noise", "n_pedestal")
 _CHUNK = 1 << 20
-
-
-def _flag_attrs(names: Sequence[str], long_name: str) -> dict:
-    return {"flag_values": np.arange(len(names), dtype=np.uint8),
-            "flag_meanings": " ".join(names), "long_name": long_name}
 
 
 def _deciding_table() -> np.ndarray:
@@ -462,7 +457,7 @@ def compare(a: xr.Dataset, b: xr.Dataset, *, labels: Sequence[str] | None = None
     diverged, first_divergent = _history(sa, sb, frames,
                                          np.array_equal(frames, b["frame"].to_numpy()),
                                          pos, y, x, offsets)
-    models = [TIMING_MODELS.get(r.attrs["finder"], r.attrs["finder"]) for r in (a, b)]
+    models = [timing_model(r.attrs["finder"]) for r in (a, b)]
     models_differ = models[0] != models[1]
     serial = sa if models[0] == "serial" else sb if models[1] == "serial" else None
     in_frame = _in_frame_updates(serial if models_differ else None, pos, y, x, offsets)
@@ -490,21 +485,23 @@ def compare(a: xr.Dataset, b: xr.Dataset, *, labels: Sequence[str] | None = None
     deciding = np.where((code_a == Branch.NOT_PROCESSED) | (code_b == Branch.NOT_PROCESSED),
                         DECIDING_TESTS.index("unknown"), deciding).astype(np.uint8)
 
-    branch_attrs = {"flag_values": np.array([c.value for c in Branch], np.uint8),
-                    "flag_meanings": " ".join(c.name for c in Branch)}
-    tri = {"flag_values": np.array([UNKNOWN, NO, YES], np.int8),
-           "flag_meanings": "unknown no yes"}
+    def categories(names, long_name):
+        return cf_flags(range(len(names)), names, long_name)
+
+    def tri(long_name):
+        return cf_flags((UNKNOWN, NO, YES), ("unknown", "no", "yes"), long_name, dtype="int8")
+
     sites = xr.Dataset(
         {"frame_number": ("site", frames[pos]),
          "y": ("site", y.astype(np.int32)), "x": ("site", x.astype(np.int32)),
-         "kind": ("site", kind, _flag_attrs(KINDS, "where the cluster is")),
+         "kind": ("site", kind, categories(KINDS, "where the cluster is")),
          "classification": ("site", classification,
-                            _flag_attrs(CLASSIFICATIONS, "where the disagreement lies")),
-         "cause": ("site", cause, _flag_attrs(CAUSES, "why the finders can disagree here")),
+                            categories(CLASSIFICATIONS, "where the disagreement lies")),
+         "cause": ("site", cause, categories(CAUSES, "why the finders can disagree here")),
          "deciding_test": ("site", deciding,
-                           _flag_attrs(DECIDING_TESTS, "the test whose outcome differs")),
-         "branch_a": ("site", code_a, {**branch_attrs, "long_name": f"branch in {labels[0]}"}),
-         "branch_b": ("site", code_b, {**branch_attrs, "long_name": f"branch in {labels[1]}"}),
+                           categories(DECIDING_TESTS, "the test whose outcome differs")),
+         "branch_a": ("site", code_a, cf_flag_attrs(f"branch in {labels[0]}")),
+         "branch_b": ("site", code_b, cf_flag_attrs(f"branch in {labels[1]}")),
          "distance": ("site", distance,
                       {"long_name": "Chebyshev distance to the nearest agreed centre",
                        "units": "pixel"}),
@@ -514,10 +511,10 @@ def compare(a: xr.Dataset, b: xr.Dataset, *, labels: Sequence[str] | None = None
          "max_abs_diff": ("site", max_diff, {"long_name": "largest window difference",
                                              "units": "ADU"}),
          "truncated": ("site", truncated),
-         "pedestal_diverged": ("site", diverged, {**tri, "long_name": (
-             "a window pixel was updated by one finder only in an earlier frame")}),
-         "in_frame_update": ("site", in_frame, {**tri, "long_name": (
-             "the serial finder updated a window pixel before the site in this frame")}),
+         "pedestal_diverged": ("site", diverged, tri(
+             "a window pixel was updated by one finder only in an earlier frame")),
+         "in_frame_update": ("site", in_frame, tri(
+             "the serial finder updated a window pixel before the site in this frame")),
          },
         attrs={"a": labels[0], "b": labels[1], "tolerance": float(tolerance)},
     )
@@ -550,16 +547,25 @@ def summary_table(comparisons: Sequence[Comparison]) -> str:
     return "\n".join(c.summary() for c in comparisons)
 
 
-def worst_mismatch(comparisons: Sequence[Comparison],
+def worst_mismatch(comparisons: Comparison | Sequence[Comparison],
                    half_size: int = 5) -> tuple[int, int, int] | None:
     """The frame with most sites over all comparisons, and the site there with the most
     other sites within ``half_size`` pixels (Chebyshev).
+
+    Parameters
+    ----------
+    comparisons
+        One `Comparison` or several (e.g. from `compare_all`).
+    half_size
+        Half-size of the neighbourhood counted around each site.
 
     Returns
     -------
     tuple or None
         ``(frame, y, x)``, or None when no comparison has a site.
     """
+    if isinstance(comparisons, Comparison):
+        comparisons = [comparisons]
     sites = [c.sites for c in comparisons if c.sites.sizes["site"]]
     if not sites:
         return None

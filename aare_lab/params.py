@@ -1,9 +1,6 @@
-"""Validated finder parameters shared by every finder, the CLI and the result model."""
+"""Cluster sizes and window dtypes: the parsing shared by `aare_lab.spec` and the CLI."""
 
 from __future__ import annotations
-
-import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -71,48 +68,3 @@ def parse_cluster_size(size: int | str | tuple[int, int]) -> tuple[int, int]:
 def format_cluster_size(size: tuple[int, int]) -> str:
     """Write ``(ny, nx)`` as ``"NYxNX"``."""
     return f"{size[0]}x{size[1]}"
-
-
-@dataclass(frozen=True)
-class FinderParams:
-    """Everything that, with the pedestal, determines a finder's output.
-
-    Parameters
-    ----------
-    n_sigma
-        Threshold in units of the pixel noise; finite and > 0.
-    cluster_size
-        ``(ny, nx)``, ``"NYxNX"`` or a square side.
-    max_clusters_per_frame
-        Capacity per frame; ``None`` keeps every cluster.
-    window_dtype
-        ``"int32"`` (values rounded half away from zero), ``"float32"`` or ``"float64"``.
-    """
-
-    n_sigma: float = 5.0
-    cluster_size: tuple[int, int] = (3, 3)
-    max_clusters_per_frame: int | None = None
-    window_dtype: str = "int32"
-
-    def __post_init__(self):
-        n_sigma = float(self.n_sigma)
-        if not math.isfinite(n_sigma) or n_sigma <= 0:
-            raise ValueError(f"n_sigma must be a finite number > 0, got {self.n_sigma!r}")
-        object.__setattr__(self, "n_sigma", n_sigma)
-        object.__setattr__(self, "cluster_size", parse_cluster_size(self.cluster_size))
-        cap = self.max_clusters_per_frame
-        if cap is not None:
-            if isinstance(cap, bool) or not isinstance(cap, (int, np.integer)) or cap < 1:
-                raise ValueError(
-                    f"max_clusters_per_frame must be a positive integer or None, got {cap!r}"
-                )
-            object.__setattr__(self, "max_clusters_per_frame", int(cap))
-        if self.window_dtype not in WINDOW_DTYPES:
-            raise ValueError(
-                f"window_dtype={self.window_dtype!r} is not one of {', '.join(WINDOW_DTYPES)}"
-            )
-
-    @property
-    def radius(self) -> tuple[int, int]:
-        """Half-sizes ``(ry, rx)`` of the cluster window."""
-        return self.cluster_size[0] // 2, self.cluster_size[1] // 2

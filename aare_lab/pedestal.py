@@ -1,4 +1,4 @@
-"""The per-pixel pedestal (dark level and noise) of ALGORITHM.md.
+"""The per-pixel pedestal (dark level and noise) of docs/algorithm.md.
 
 Training accumulates exact float64 sums over the first ``n_pedestal`` dark frames. When it
 completes the state becomes ``(off, s, s2)`` in the pedestal dtype: for float32 it is centred
@@ -13,7 +13,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._arith import rms_map, update_frame
+from ._arith import rms_map, round_half_away_array, update_frame
+from .checks import positive_int
 from .frames import as_frame_stack
 
 PEDESTAL_DTYPES = ("float64", "float32")
@@ -30,13 +31,6 @@ class PedestalSnapshot(NamedTuple):
     mean: np.ndarray
     rms: np.ndarray
     n_frames: int
-
-
-def _round_half_away(a: np.ndarray) -> np.ndarray:
-    mag = np.abs(a)
-    t = np.floor(mag)
-    t += mag - t >= 0.5
-    return np.copysign(t, a)
 
 
 class Pedestal:
@@ -68,9 +62,7 @@ class Pedestal:
         shape = tuple(int(n) for n in frame_shape)
         if len(shape) != 2 or min(shape) < 1:
             raise ValueError(f"frame_shape must be (ny, nx) with ny, nx >= 1, got {frame_shape!r}")
-        if isinstance(n_pedestal, bool) or not isinstance(n_pedestal, (int, np.integer)) \
-                or n_pedestal < 1:
-            raise ValueError(f"n_pedestal must be an integer >= 1, got {n_pedestal!r}")
+        n_pedestal = positive_int("n_pedestal", n_pedestal)
         dtype_name = np.dtype(dtype).name if dtype in (np.float32, np.float64) else dtype
         if dtype_name not in PEDESTAL_DTYPES:
             raise ValueError(f"pedestal dtype must be 'float64' or 'float32', got {dtype!r}")
@@ -189,7 +181,7 @@ class Pedestal:
         n = np.float64(self.n_pedestal)
         total, total2 = self._sum, self._sum2
         if self.dtype == np.float32:
-            off = _round_half_away(total / n)
+            off = round_half_away_array(total / n)
             self.off = off.astype(np.float32)
             self.s = (total - n * off).astype(np.float32)
             self.s2 = (total2 - 2 * off * total + n * off * off).astype(np.float32)

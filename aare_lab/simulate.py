@@ -42,6 +42,7 @@ import numpy as np
 import xarray as xr
 from scipy.special import ndtr
 
+from .checks import positive_int
 from .frames import FRAME_DTYPE
 
 _MAPS_STREAM = 0
@@ -73,9 +74,10 @@ def _number(owner: str, name: str, value, *, low: float | None = None,
     return number
 
 
-def _count(name: str, value, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+def _count(name: str, value) -> int:
+    """``value`` as an integer >= 0 (counts and positions; `positive_int` for sizes)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
     return int(value)
 
 
@@ -500,7 +502,7 @@ class Simulator:
     def iter_dark(self, n: int, chunk_frames: int = 100, start: int = 0) -> Iterator[np.ndarray]:
         """Dark frames ``start .. start + n - 1`` in chunks of at most ``chunk_frames``."""
         n, start = _count("n", n), _count("start", start)
-        chunk_frames = _count("chunk_frames", chunk_frames, minimum=1)
+        chunk_frames = positive_int("chunk_frames", chunk_frames)
         for first in range(start, start + n, chunk_frames):
             yield self.dark(min(chunk_frames, start + n - first), start=first)
 
@@ -525,7 +527,7 @@ class Simulator:
             The photons of these frames.
         """
         n, start = _count("n", n), _count("start", start)
-        chunk_frames = _count("chunk_frames", chunk_frames, minimum=1)
+        chunk_frames = positive_int("chunk_frames", chunk_frames)
         for first in range(start, start + n, chunk_frames):
             yield self.frames(min(chunk_frames, start + n - first), start=first)
 

@@ -1,4 +1,4 @@
-// The frozen timing model of ALGORITHM.md on an NVIDIA GPU, one launch per chunk of frames.
+// The frozen timing model of docs/algorithm.md on an NVIDIA GPU, one launch per chunk of frames.
 //
 // Twin: aare_lab/_arith.py (values_row, thresholds_row, ema, update_quiet_row,
 // round_half_away) and aare_lab/finders/_decision.py (classify, the window sum in raster

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from aare_lab import FrozenFinder, SerialFinder
-from aare_lab.params import FinderParams
+from aare_lab.spec import FinderSpec
 from aare_lab.pedestal import Pedestal
 from aare_lab.results import make_result
 
@@ -109,7 +109,7 @@ def find_float32_tie(seed: int = 0, shape=(96, 96), n_pedestal=16, level=1000):
     Trains float64 and float32 pedestals on the same dark (plus a few EMA updates, so
     that the means are not multiples of 1/N) and gives the left pixel ``level`` ADU
     above its pedestal and the right one the nearest integer to the same value. Returns
-    the first pair whose values are equal in the float32 arithmetic of ALGORITHM.md but
+    the first pair whose values are equal in the float32 arithmetic of docs/algorithm.md but
     differ in float64 while rounding to the same float32 (half an ULP apart, at most):
     ``(dark, (y, x_left), raw_left, raw_right, larger_in_float64)``.
     """
@@ -159,8 +159,7 @@ def synthetic_result(energies, finder="frozen"):
     n = len(energies)
     windows = np.zeros((n, 3, 3), np.float64)
     windows[:, 1, 1] = energies
-    return make_result(finder=finder, params=FinderParams(window_dtype="float64"),
-                       pedestal_dtype="float64", noise="running", n_pedestal=10,
+    return make_result(spec=FinderSpec(finder, window_dtype="float64", n_pedestal=10),
                        frame_shape=(8, 8), frame_numbers=np.arange(n), n_found=np.ones(n),
                        n_kept=np.ones(n), cluster_frame=np.arange(n), cluster_y=np.full(n, 4),
                        cluster_x=np.full(n, 4), windows=windows)

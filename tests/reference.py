@@ -1,4 +1,4 @@
-"""A plain-Python transcription of ../shared/ALGORITHM.md: slow and obviously correct.
+"""A plain-Python transcription of docs/algorithm.md: slow and obviously correct.
 
 Written from the specification alone, one scalar at a time with NumPy scalar types, and
 independent of the Numba code: the float64 state keeps ``sum``, ``sum2`` and a cached

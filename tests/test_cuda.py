@@ -1,4 +1,4 @@
-"""The cuda finder against the frozen CPU finder, bit for bit (ALGORITHM.md, "Equality
+"""The cuda finder against the frozen CPU finder, bit for bit (docs/algorithm.md, "Equality
 promises"), and its promises of its own: chunking, streams, split runs, device-resident
 frames, snapshots, device spectra, early stops and bad input.
 
@@ -331,3 +331,32 @@ def test_kernel_source_names_its_cpu_twins():
     package = Path(aare_lab.__file__).parent
     for module in ("_arith.py", "finders/_decision.py", "finders/_frozen.py"):
         assert "kernels/frozen.cu" in (package / module).read_text(), module
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_reconfigure_keeps_the_kernel_and_the_device_pedestal(runs, dtype):
+    """nσ and the cap change on the same compiled kernel, with no pedestal upload, and give
+    what a new finder at the new parameters gives, bit for bit."""
+    run = runs("moench")
+    ped = trained(run, dtype)
+    finder = CudaFinder(ped.copy(), 5.0, (3, 3))
+    start = finder.snapshot()
+    quiet(finder.find, run.frames, progress=False)
+    finder.restore(start)
+    engine = finder._engine
+    kernel, uploads, upload = engine.kernel, [], engine.upload
+    engine.upload = lambda *args: (uploads.append(args), upload(*args))
+    for n_sigma, cap in ((4.0, 50), (6.0, None)):
+        finder.restore(start)
+        finder.reconfigure(n_sigma=n_sigma, max_clusters_per_frame=cap)
+        got = quiet(finder.find, run.frames, branch_maps=True, progress=False)
+        fresh_ped = ped.copy()
+        want = quiet(CudaFinder(fresh_ped, n_sigma, (3, 3), cap).find, run.frames,
+                     branch_maps=True, progress=False)
+        assert got.attrs["n_sigma"] == n_sigma
+        assert_same(got, want, finder.pedestal, fresh_ped)
+        if cap is not None:
+            assert (got["n_found"] > got["n_kept"]).any(), "the cap must cut"
+    assert finder._engine is engine and engine.kernel is kernel
+    assert not uploads, "reconfigure must not re-upload the pedestal"

@@ -3,7 +3,7 @@
 The pedestal has mean 101 and rms 1 (N = 4), so with n_sigma = 5 the threshold is 5 and
 Test 3 needs a 3x3 window sum above 3 * 5 = 15. Frames are written as their
 pedestal-subtracted values; every expected code and window below follows from the rules
-of ALGORITHM.md applied by hand.
+of docs/algorithm.md applied by hand.
 """
 
 import numpy as np

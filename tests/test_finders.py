@@ -1,4 +1,4 @@
-"""The serial and frozen finders against the plain-Python transcription of ALGORITHM.md,
+"""The serial and frozen finders against the plain-Python transcription of docs/algorithm.md,
 and the promises that do not depend on the data: chunking, threads, splitting a run,
 capacity, branch maps, frame numbers and bad input."""
 
@@ -344,3 +344,16 @@ def test_provenance_is_stamped_once():
     assert result.attrs["aare_lab_version"] == aare_lab.__version__
     assert list(result.attrs["frame_shape"]) == [6, 6]
     assert result.sizes["cluster"] == 0 and result.sizes["frame"] == 2
+
+
+@pytest.mark.parametrize("finder", ["serial", "frozen"])
+def test_process_chunk_refuses_frames_of_another_shape(finder):
+    # The compiled loop would write outside its buffers: a clear error instead.
+    from aare_lab.finders import get_finder
+    from helpers import unit_pedestal
+
+    runner = get_finder(finder)(unit_pedestal((8, 8)))
+    with pytest.raises(ValueError, match="16x16"):
+        runner.process_chunk(np.zeros((2, 16, 16), np.uint16), np.arange(2))
+    with pytest.raises(TypeError, match="uint16"):
+        runner.process_chunk(np.zeros((2, 8, 8), np.float32), np.arange(2))

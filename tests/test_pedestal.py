@@ -1,4 +1,4 @@
-"""The pedestal arithmetic of ALGORITHM.md: training, centring, EMA updates, noise modes."""
+"""The pedestal arithmetic of docs/algorithm.md: training, centring, EMA updates, noise modes."""
 
 import numpy as np
 import pytest

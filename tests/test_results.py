@@ -14,7 +14,7 @@ from aare_lab import (
     spectrum,
     truncated_frames,
 )
-from aare_lab.params import FinderParams
+from aare_lab.spec import FinderSpec
 from aare_lab.results import make_result
 
 
@@ -58,8 +58,7 @@ def test_round_trip_is_lossless(result, tmp_path):
 
 def test_empty_result_round_trips(tmp_path):
     empty = make_result(
-        finder="serial", params=FinderParams(), pedestal_dtype="float64", noise="running",
-        n_pedestal=3, frame_shape=(4, 4), frame_numbers=np.zeros(0, np.int64),
+        spec=FinderSpec("serial", n_pedestal=3), frame_shape=(4, 4), frame_numbers=np.zeros(0, np.int64),
         n_found=np.zeros(0), n_kept=np.zeros(0), cluster_frame=np.zeros(0),
         cluster_y=np.zeros(0), cluster_x=np.zeros(0), windows=np.zeros((0, 3, 3), np.int32))
     save_result(empty, tmp_path / "e.nc")

@@ -446,5 +446,5 @@ def test_invalid_simulator_arguments():
         sim.frames(2.5)
     with pytest.raises(ValueError, match="start must be an integer >= 0"):
         sim.frames(1, start=-3)
-    with pytest.raises(ValueError, match="chunk_frames must be an integer >= 1"):
+    with pytest.raises(ValueError, match="chunk_frames must be a positive integer"):
         next(sim.iter_frames(3, chunk_frames=0))

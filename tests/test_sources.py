@@ -149,8 +149,8 @@ def test_split_dark_of_a_split_counts_from_its_own_start():
     np.testing.assert_array_equal(dark2.read().frames, FRAMES[2:4])
 
 
-@pytest.mark.parametrize("n_dark, message", [(0, "at least 1"), (7, "not enough"),
-                                             (9, "has 7 frames")])
+@pytest.mark.parametrize("n_dark, message", [(0, "n_dark must be a positive integer"),
+                                             (7, "not enough"), (9, "has 7 frames")])
 def test_split_dark_refuses_too_few_frames(n_dark, message):
     with pytest.raises(ValueError, match=message):
         split_dark(ArraySource(FRAMES), n_dark)
@@ -387,7 +387,7 @@ def test_bad_frame_numbers(numbers, error, message, kind, tmp_path):
 
 @pytest.mark.parametrize("chunk_frames", [0, -3])
 def test_chunk_frames_must_be_positive(chunk_frames):
-    with pytest.raises(ValueError, match=f"chunk_frames must be at least 1, got {chunk_frames}"):
+    with pytest.raises(ValueError, match=f"chunk_frames must be a positive integer, got {chunk_frames}"):
         ArraySource(FRAMES).chunks(chunk_frames)  # at the call, before any iteration
 
 

@@ -11,7 +11,7 @@ from ..finders import get_finder
 from ..pipeline import train_pedestal
 from ..results import save_result, truncated_frames
 from ..sources import open_source, split_dark
-from .options import add_finder_options, positive_int
+from .options import add_finder_options, finder_spec, positive_int
 
 
 def register(subparsers) -> None:
@@ -50,8 +50,8 @@ def _branch_selection(text: str | None):
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``aare-lab find``."""
-    finder_cls = get_finder(args.finder)
-    finder_cls.require_available()
+    spec = finder_spec(args)
+    get_finder(spec.finder).require_available()
     if args.threads is not None and args.finder != "frozen":
         raise ValueError("--threads applies to the frozen finder only")
     if (args.dark is None) == (args.n_dark is None):
@@ -64,13 +64,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         dark = open_source(args.dark)
     progress = not args.quiet
-    pedestal = train_pedestal(dark, args.n_pedestal, dtype=args.pedestal_dtype,
-                              noise=args.noise, progress=progress)
+    pedestal = train_pedestal(dark, spec.n_pedestal, dtype=spec.pedestal_dtype,
+                              noise=spec.noise, progress=progress)
     options = {"on_truncation": args.on_truncation}
     if args.threads is not None:
         options["threads"] = args.threads
-    finder = finder_cls(pedestal, args.n_sigma, args.cluster_size, args.cap,
-                                     **options)
+    finder = spec.make_finder(pedestal, **options)
     result = finder.find(frames, branch_maps=_branch_selection(args.branch_maps),
                          progress=progress)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from .. import checks
 from ..params import parse_cluster_size
 from ..pedestal import NOISE_MODES, PEDESTAL_DTYPES
+from ..spec import FinderSpec
 
 
 def cluster_size(text: str) -> tuple[int, int]:
@@ -17,14 +19,15 @@ def cluster_size(text: str) -> tuple[int, int]:
 
 
 def positive_int(text: str) -> int:
-    """argparse type for an integer >= 1."""
+    """argparse type for an integer >= 1 (argparse names the option in its message)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be >= 1")
-    return value
+    try:
+        return checks.positive_int("the value", value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def positive_float(text: str) -> float:
@@ -54,3 +57,9 @@ def add_finder_options(parser: argparse.ArgumentParser) -> None:
                        help="max_clusters_per_frame (default: unbounded)")
     group.add_argument("--on-truncation", choices=("warn", "error"), default="warn",
                        help="what a frame over the cap does (error: exit code 3)")
+
+
+def finder_spec(args: argparse.Namespace) -> FinderSpec:
+    """The `FinderSpec` of the parsed `add_finder_options` (and ``--finder``)."""
+    return FinderSpec(args.finder, args.n_sigma, args.cluster_size, args.pedestal_dtype,
+                      args.noise, args.cap, n_pedestal=args.n_pedestal)

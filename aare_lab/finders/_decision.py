@@ -1,4 +1,4 @@
-"""The per-pixel decision of ALGORITHM.md, shared by the serial and the frozen finder.
+"""The per-pixel decision of docs/algorithm.md, shared by the serial and the frozen finder.
 
 A pixel's decision needs its window's maximum ``m`` and its sum ``tot`` taken in raster
 order of the window, starting from 0. Both finders build them with the same two

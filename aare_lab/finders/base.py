@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
@@ -11,14 +12,25 @@ import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
-from ..capacity import ON_TRUNCATION, report_truncation, truncation_message
-from ..params import FinderParams
+from ..capacity import ON_TRUNCATION, cap_to_attr, report_truncation, truncation_message
+from ..checks import positive_int
+from ..frames import as_frame_stack
 from ..pedestal import Pedestal
 from ..results import make_result
 from ..sources import FrameSource, open_source
+from ..spec import RECONFIGURABLE, FinderSpec
 
-NO_CAP = -1
 INITIAL_CLUSTER_ROWS = 4096
+
+
+class _Unchanged:
+    """The default of `Finder.reconfigure`: keep the current value (None means no cap)."""
+
+    def __repr__(self) -> str:
+        return "UNCHANGED"
+
+
+UNCHANGED = _Unchanged()
 
 
 class ClusterBatch(NamedTuple):
@@ -69,6 +81,11 @@ class Finder(ABC):
         ``"warn"`` (default) or ``"error"`` when a frame exceeds the capacity.
     chunk_frames
         Frames handed to the compiled loop at a time; results do not depend on it.
+
+    Attributes
+    ----------
+    spec
+        The `FinderSpec` of this finder (its pedestal's dtype, noise and N included).
     """
 
     name: ClassVar[str]
@@ -81,16 +98,15 @@ class Finder(ABC):
             raise TypeError(f"pedestal must be an aare_lab.Pedestal, got {type(pedestal).__name__}")
         if on_truncation not in ON_TRUNCATION:
             raise ValueError(f"on_truncation must be 'warn' or 'error', got {on_truncation!r}")
-        if isinstance(chunk_frames, bool) or not isinstance(chunk_frames, (int, np.integer)) \
-                or chunk_frames < 1:
-            raise ValueError(f"chunk_frames must be an integer >= 1, got {chunk_frames!r}")
+        self.chunk_frames = positive_int("chunk_frames", chunk_frames)
         self.pedestal = pedestal
-        self.params = FinderParams(n_sigma, cluster_size, max_clusters_per_frame, window_dtype)
+        self.spec = FinderSpec(self.name, n_sigma, cluster_size, pedestal.dtype.name,
+                               pedestal.noise, max_clusters_per_frame, window_dtype,
+                               pedestal.n_pedestal)
         self.on_truncation = on_truncation
-        self.chunk_frames = int(chunk_frames)
         t = pedestal.dtype.type
-        self._nsig = t(self.params.n_sigma)
-        cy, cx = self.params.cluster_size
+        self._nsig = t(self.spec.n_sigma)
+        cy, cx = self.spec.cluster_size
         self._c3 = np.sqrt(t(cy * cx))
 
     @classmethod
@@ -98,10 +114,54 @@ class Finder(ABC):
         """Raise if this finder cannot run on this machine (before any work is done)."""
 
     def __repr__(self) -> str:
-        p = self.params
-        cap = p.max_clusters_per_frame
+        p = self.spec
         return (f"{type(self).__name__}(n_sigma={p.n_sigma}, cluster_size={p.cluster_size}, "
-                f"max_clusters_per_frame={cap}, {self.pedestal!r})")
+                f"max_clusters_per_frame={p.max_clusters_per_frame}, {self.pedestal!r})")
+
+    def reconfigure(self, *, n_sigma: float | _Unchanged = UNCHANGED,
+                    max_clusters_per_frame: int | None | _Unchanged = UNCHANGED,
+                    **others) -> None:
+        """Change the parameters that keep the compiled shape: nσ and the capacity.
+
+        Nothing is recompiled or re-allocated, and the pedestal (on the GPU too) stays
+        as it is; the next `find` gives what a new finder with these parameters on the
+        same pedestal would give, bit for bit.
+
+        Parameters
+        ----------
+        n_sigma
+            The new threshold; omitted: unchanged.
+        max_clusters_per_frame
+            The new capacity, None for none; omitted: unchanged.
+        **others
+            Any other `FinderSpec` parameter is refused.
+
+        Raises
+        ------
+        ValueError
+            For an invalid value, or for a parameter that needs a new finder (cluster size,
+            dtypes, noise...: ``finder.spec.replace(...).make_finder(pedestal)``).
+        TypeError
+            For a name that is not a `FinderSpec` parameter.
+        """
+        fields = {f.name for f in dataclasses.fields(FinderSpec)}
+        unknown = sorted(set(others) - fields)
+        if unknown:
+            raise TypeError(f"reconfigure() got unknown parameters {unknown}; FinderSpec has "
+                            f"{', '.join(sorted(fields))}")
+        if others:
+            raise ValueError(
+                f"{', '.join(sorted(others))} cannot change on a finder (only "
+                f"{' and '.join(RECONFIGURABLE)} can): build a new finder, e.g. "
+                "finder.spec.replace(...).make_finder(pedestal)")
+        changes = {name: value for name, value in zip(
+            RECONFIGURABLE, (n_sigma, max_clusters_per_frame)) if value is not UNCHANGED}
+        self.spec = self.spec.replace(**changes)
+        self._nsig = self.pedestal.dtype.type(self.spec.n_sigma)
+        self._reconfigured()
+
+    def _reconfigured(self) -> None:
+        """Hand the new `spec` to state kept outside the finder (the GPU's scalars)."""
 
     # ----------------------------------------------------------------- public
     def find(self, frames, frame_numbers: Iterable[int] | None = None, *,
@@ -136,7 +196,7 @@ class Finder(ABC):
         """
         batches = list(self.find_batches(frames, frame_numbers, branch_maps=branch_maps,
                                          progress=progress))
-        return self._assemble(batches, branch_maps)
+        return self.assemble(batches, branch_maps)
 
     def find_batches(self, frames, frame_numbers: Iterable[int] | None = None, *,
                      branch_maps: bool | Iterable[int] | None = None,
@@ -191,9 +251,14 @@ class Finder(ABC):
             return np.where(hits, np.cumsum(hits) - 1, -1).astype(np.int64)
         return np.full(n, -1, np.int64)
 
-    def _assemble(self, batches: list[ClusterBatch], branch_maps) -> xr.Dataset:
+    def assemble(self, batches: list[ClusterBatch], branch_maps=None) -> xr.Dataset:
+        """The result Dataset of batches from `find_batches`, with truncation reported.
+
+        For callers that consume batches themselves (a widget that checks for cancellation
+        between chunks) and then want what `find` returns; ``branch_maps`` as given there.
+        """
         ped = self.pedestal
-        cy, cx = self.params.cluster_size
+        cy, cx = self.spec.cluster_size
 
         def cat(field, empty):
             parts = [getattr(b, field) for b in batches]
@@ -204,13 +269,12 @@ class Finder(ABC):
         n_kept = cat("n_kept", np.zeros(0, np.int64))
         want = _branch_selection(branch_maps)
         ds = make_result(
-            finder=self.name, params=self.params, pedestal_dtype=ped.dtype.name,
-            noise=ped.noise, n_pedestal=ped.n_pedestal, frame_shape=ped.frame_shape,
+            spec=self.spec, frame_shape=ped.frame_shape,
             frame_numbers=numbers, n_found=n_found, n_kept=n_kept,
             cluster_frame=cat("cluster_frame", np.zeros(0, np.int64)),
             cluster_y=cat("cluster_y", np.zeros(0, np.int32)),
             cluster_x=cat("cluster_x", np.zeros(0, np.int32)),
-            windows=cat("windows", np.zeros((0, cy, cx), np.dtype(self.params.window_dtype))),
+            windows=cat("windows", np.zeros((0, cy, cx), np.dtype(self.spec.window_dtype))),
             branch_maps=cat("branch_maps", np.zeros((0, *ped.frame_shape), np.uint8))
             if want else None,
             branch_frames=cat("branch_frames", np.zeros(0, np.int64)) if want else None,
@@ -222,7 +286,7 @@ class Finder(ABC):
                               f"{missing[:20]}{' ...' if len(missing) > 20 else ''}",
                               stacklevel=3)
         message = truncation_message(numbers, n_found, n_kept,
-                                     self.params.max_clusters_per_frame)
+                                     self.spec.max_clusters_per_frame)
         report_truncation(message, self.on_truncation, ds)
         return ds
 
@@ -239,19 +303,27 @@ class CpuFinder(Finder):
 
     def process_chunk(self, frames: np.ndarray, numbers: np.ndarray,
                       branch_maps: bool | set[int] = False) -> ClusterBatch:
-        """Run the compiled loop on one validated chunk ``(n, ny, nx)`` uint16."""
+        """Run the compiled loop on one chunk ``(n, ny, nx)`` uint16 of the pedestal's shape.
+
+        Raises
+        ------
+        TypeError, ValueError
+            For frames the compiled loop cannot take (it would read and write outside
+            its buffers): another dtype, dimension, frame shape or a non-contiguous stack.
+        """
         ped = self.pedestal
         ped.require_ready()
+        frames = as_frame_stack(frames, ped.frame_shape)
         n = frames.shape[0]
         slot = self._map_slots(numbers, branch_maps)
         n_maps = int((slot >= 0).sum())
         maps = np.zeros((n_maps, *ped.frame_shape), np.uint8)
         n_found = np.zeros(n, np.int64)
         n_kept = np.zeros(n, np.int64)
-        cap = self.params.max_clusters_per_frame
         win, ys, xs, fidx = self._buffers()
         win, ys, xs, fidx, n_out = self._run(
-            frames, cap=NO_CAP if cap is None else cap, round_values=self.params.window_dtype == "int32",
+            frames, cap=cap_to_attr(self.spec.max_clusters_per_frame),
+            round_values=self.spec.window_dtype == "int32",
             win=win, ys=ys, xs=xs, fidx=fidx, n_found=n_found, n_kept=n_kept,
             map_slot=slot, maps=maps)
         self._out = (win, ys, xs, fidx)
@@ -265,16 +337,16 @@ class CpuFinder(Finder):
 
     def _buffers(self):
         if self._out is None:
-            cy, cx = self.params.cluster_size
+            cy, cx = self.spec.cluster_size
             rows = INITIAL_CLUSTER_ROWS
-            self._out = (np.empty((rows, cy, cx), np.dtype(self.params.window_dtype)),
+            self._out = (np.empty((rows, cy, cx), np.dtype(self.spec.window_dtype)),
                          np.empty(rows, np.int32), np.empty(rows, np.int32),
                          np.empty(rows, np.int64))
         return self._out
 
     def _kernel_args(self):
         ped = self.pedestal
-        ry, rx = self.params.radius
+        ry, rx = self.spec.radius
         fixed = ped.noise == "fixed"
         # With running noise the kept rms is never read; any array of the frame's shape
         # and dtype fills its place.

@@ -17,10 +17,12 @@ import numpy as np
 import xarray as xr
 
 from ..capacity import report_truncation, truncation_message
+from ..checks import positive_int
 from ..gpu.device import cupy_or_raise
 from ..gpu.engine import FrozenEngine, Launch
 from ..gpu.feed import HOST_MEMORY, REGISTER_MIN_BYTES, HostFeed
 from ..gpu.source import DeviceArraySource
+from ..results import energy_coords
 from ..sources import ArraySource, FrameSource
 from .base import ClusterBatch, Finder
 
@@ -70,10 +72,10 @@ class CudaFinder(Finder):
                              f"got {host_memory!r}")
         self.host_memory = host_memory
         self._cp = cupy_or_raise()
-        ped, p = self.pedestal, self.params
+        ped, p = self.pedestal, self.spec
         self._engine = FrozenEngine(ped.frame_shape, ped.dtype.name, p.window_dtype,
                                     p.cluster_size, self.chunk_frames, block_threads)
-        self._engine.configure(ped.N, self._nsig, self._c3, p.max_clusters_per_frame)
+        self._reconfigured()
         self._feed: HostFeed | None = None
         self._synced: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -145,12 +147,11 @@ class CudaFinder(Finder):
             ``counts(energy)``, optionally ``pixel_counts(y, x, energy)``, and
             ``n_found``/``n_kept`` per frame.
         """
-        if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 1:
-            raise ValueError(f"bins must be a positive number of bins, got {bins!r}")
+        bins = positive_int("bins", bins)
         lo, hi = (float(v) for v in range)
         if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
             raise ValueError(f"range must be finite (low, high) with low < high, got {range!r}")
-        edges = np.histogram_bin_edges(np.zeros(0), bins=int(bins), range=(lo, hi))
+        edges = np.histogram_bin_edges(np.zeros(0), bins=bins, range=(lo, hi))
         self._engine.set_spectrum(edges, per_pixel)
         try:
             parts = list(self._batches(frames, frame_numbers, False, progress,
@@ -161,22 +162,17 @@ class CudaFinder(Finder):
         numbers = np.concatenate([b.frame_numbers for b in parts]) if parts else np.zeros(0, int)
         n_found = np.concatenate([b.n_found for b in parts]) if parts else np.zeros(0, int)
         n_kept = np.concatenate([b.n_kept for b in parts]) if parts else np.zeros(0, int)
-        centres = 0.5 * (edges[:-1] + edges[1:])
         ds = xr.Dataset(
             {"counts": ("energy", counts, {"long_name": "clusters per energy bin"}),
              "n_found": ("frame", n_found), "n_kept": ("frame", n_kept)},
-            coords={"energy": ("energy", centres, {"units": "ADU"}),
-                    "energy_lo": ("energy", edges[:-1], {"units": "ADU"}),
-                    "energy_hi": ("energy", edges[1:], {"units": "ADU"}),
-                    "frame": numbers},
-            attrs={"finder": self.name, "n_sigma": self.params.n_sigma,
-                   "cluster_size": f"{self.params.cluster_size[0]}x{self.params.cluster_size[1]}",
-                   "pedestal_dtype": self.pedestal.dtype.name},
+            coords={**energy_coords(edges), "frame": numbers},
+            attrs={key: self.spec.attrs[key]
+                   for key in ("finder", "n_sigma", "cluster_size", "pedestal_dtype")},
         )
         if pixel is not None:
             ds["pixel_counts"] = (("y", "x", "energy"), pixel,
                                   {"long_name": "clusters per centre pixel and energy bin"})
-        message = truncation_message(numbers, n_found, n_kept, self.params.max_clusters_per_frame)
+        message = truncation_message(numbers, n_found, n_kept, self.spec.max_clusters_per_frame)
         report_truncation(message, self.on_truncation, ds)
         return ds
 
@@ -192,6 +188,11 @@ class CudaFinder(Finder):
         return batch
 
     # --------------------------------------------------------------- helpers
+    def _reconfigured(self) -> None:
+        # Kernel arguments only: the compiled kernel and the device pedestal stay.
+        self._engine.configure(self.pedestal.N, self._nsig, self._c3,
+                               self.spec.max_clusters_per_frame)
+
     def _open(self, frames, frame_numbers) -> FrameSource:
         if isinstance(frames, self._cp.ndarray):
             return DeviceArraySource(frames, frame_numbers)

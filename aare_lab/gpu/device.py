@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-INSTALL_HINT = ("install CuPy for your CUDA driver: pip install 'aare_lab[cuda13]' (CUDA 13 "
-                "drivers) or 'aare_lab[cuda12]' (CUDA 12)")
+INSTALL_HINT = ("install CuPy for your CUDA driver: pip install 'aare-lab[cuda13]' (CUDA 13 "
+                "drivers) or 'aare-lab[cuda12]' (CUDA 12); from a clone, pip install '.[cuda13]'")
 
 
 class GpuUnavailable(RuntimeError):

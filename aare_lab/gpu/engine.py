@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..capacity import cap_to_attr
 from .device import cuda_context, cupy_or_raise
 from .feed import parallel_copy, pinned_array
 from .kernels import (
@@ -100,6 +101,9 @@ class FrozenEngine:
         self.chunk_frames = chunk_frames
         self.threads = threads
         device = cp.cuda.Device()
+        # The driver calls below need a current context; a runtime call makes the device's
+        # primary context current on a thread that has not used CUDA yet (a widget's worker).
+        cp.cuda.runtime.deviceSynchronize()
         sms = cp.cuda.runtime.deviceGetAttribute(_ATTR_SMS, device.id)
         # Every band's block must be resident at once: as many blocks per SM as fit.
         for per_sm in range(SM_THREADS // threads, 0, -1):
@@ -373,4 +377,4 @@ class FrozenEngine:
     def configure(self, N, nsig, c3, cap: int | None) -> None:
         """Set the scalars of the decision (in the state dtype) and the capacity."""
         self.N, self.nsig, self.c3 = N, nsig, c3
-        self.cap = -1 if cap is None else int(cap)
+        self.cap = cap_to_attr(cap)

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..checks import positive_int
 from ..frames import FRAME_DTYPE, as_frame_stack
 
 
@@ -93,9 +94,7 @@ class FrameSource(ABC):
         ValueError
             For ``chunk_frames < 1`` or positions outside the source.
         """
-        chunk_frames = operator.index(chunk_frames)
-        if chunk_frames < 1:
-            raise ValueError(f"chunk_frames must be at least 1, got {chunk_frames}")
+        chunk_frames = positive_int("chunk_frames", chunk_frames)
         start, stop = self._positions(start, stop)
         return self._chunks(chunk_frames, start, stop)
 
@@ -208,9 +207,7 @@ def split_dark(source: FrameSource, n_dark: int) -> tuple[FrameSource, FrameSour
     ValueError
         For ``n_dark < 1``, an endless source, or one without frames after the dark.
     """
-    n_dark = operator.index(n_dark)
-    if n_dark < 1:
-        raise ValueError(f"n_dark must be at least 1, got {n_dark}")
+    n_dark = positive_int("n_dark", n_dark)
     if source.n_frames is None:
         raise ValueError(f"cannot split the endless stream {source.describe()}")
     if source.n_frames <= n_dark:
