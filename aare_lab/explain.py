@@ -4,7 +4,7 @@ Each finder is replayed from its starting pedestal up to the frame before the ta
 (public `Finder.find`, on a copy of the pedestal), so its pedestal is exactly the one it
 had there. The target frame is then run once more with a branch map (the finder's own
 verdict) while the site's numbers are recomputed here from the frame-start state, with
-the arithmetic of ALGORITHM.md in the pedestal dtype: the frozen model reads the
+the arithmetic of docs/algorithm.md in the pedestal dtype: the frozen model reads the
 frame-start state; the serial model reads, for the window pixels scanned before the site
 (rows above it, and its own row to its left), the state after their QUIET_UPDATE in this
 frame if they had one. The recomputed branch therefore equals the finder's.
@@ -12,22 +12,19 @@ frame if they had one. The recomputed branch therefore equals the finder's.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
 
-from .branches import Branch
-from .compare import TIMING_MODELS
-from .finders import get_finder
+from .branches import Branch, cf_flag_attrs
 from .labels import as_labelled
-from .params import format_cluster_size, parse_cluster_size
+from .params import format_cluster_size
 from .pedestal import Pedestal
 from .pipeline import train_pedestal
-from .results import NO_CAPACITY
 from .sources import open_source
+from .spec import FinderSpec
 
 TESTS = ("neg_skip", "test1", "local_max", "test3")
 TEST_TITLES = {"neg_skip": "NEG_SKIP", "test1": "Test 1", "local_max": "local max",
@@ -37,57 +34,6 @@ TEST_FORMULAS = {"neg_skip": "v < -thr", "test1": "m > thr", "local_max": "v >= 
 #: A test is a near-tie when its margin is at most this many ULPs of float32: float32 and
 #: float64 pedestals that saw the same frames differ by up to a few such ULPs.
 NEAR_TIE_ULPS = 16.0
-
-
-@dataclass(frozen=True)
-class FinderConfig:
-    """What it takes to replay a finder.
-
-    Parameters
-    ----------
-    finder
-        A name from `aare_lab.finders.available_finders`.
-    n_sigma, cluster_size
-        The finder parameters.
-    pedestal_dtype, noise
-        The pedestal configuration.
-    n_pedestal
-        The pedestal window; None takes that of the starting pedestal.
-    """
-
-    finder: str
-    n_sigma: float = 5.0
-    cluster_size: tuple[int, int] | str | int = (3, 3)
-    pedestal_dtype: str = "float64"
-    noise: str = "running"
-    n_pedestal: int | None = None
-
-    def __post_init__(self):
-        object.__setattr__(self, "cluster_size", parse_cluster_size(self.cluster_size))
-        object.__setattr__(self, "n_sigma", float(self.n_sigma))
-
-    @classmethod
-    def from_result(cls, result: xr.Dataset) -> FinderConfig:
-        """The configuration a result was made with (from its attributes)."""
-        a = result.attrs
-        return cls(a["finder"], a["n_sigma"], a["cluster_size"], a["pedestal_dtype"],
-                   a["noise"], int(a["n_pedestal"]))
-
-    @property
-    def attrs(self) -> dict:
-        """The attributes a result of this configuration carries (used for labels)."""
-        return {"finder": self.finder, "pedestal_dtype": self.pedestal_dtype,
-                "noise": self.noise, "n_sigma": self.n_sigma,
-                "max_clusters_per_frame": NO_CAPACITY}
-
-
-def _fmt(value, dtype: np.dtype) -> str:
-    """Shortest text that reads back as the same number of ``dtype``."""
-    if dtype.kind in "iu":
-        return str(int(value))
-    if not np.isfinite(value):
-        return str(value)
-    return np.format_float_positional(dtype.type(value), trim="-")
 
 
 def _ulp(magnitude: float, dtype) -> float:
@@ -145,116 +91,8 @@ class Explanation:
                          "same_in_float32"]].sel(finder=label, test=test)
         return {name: row[name].item() for name in row.data_vars}
 
-    # ------------------------------------------------------------ rendering
-    def _dtype(self, label: str) -> np.dtype:
-        return np.dtype(str(self.data["pedestal_dtype"].sel(finder=label).item()))
 
-    def _grid(self, name: str, label: str | None) -> list[list[str]]:
-        inside = self.data["inside"].to_numpy()
-        if label is None:
-            values, dtype = self.data[name].to_numpy(), np.dtype(np.int64)
-        else:
-            values, dtype = self.data[name].sel(finder=label).to_numpy(), self._dtype(label)
-        return [[_fmt(v, dtype) if ok else "·" for v, ok in zip(row, okrow)]
-                for row, okrow in zip(values, inside)]
-
-    def _scalars(self, label: str) -> list[tuple[str, str]]:
-        d, dt = self.data.sel(finder=label), self._dtype(label)
-        return [(name, _fmt(d[key].item(), dt)) for name, key in
-                (("thr", "thr"), ("c3", "c3"), ("c3*thr", "c3_thr"), ("m", "m"),
-                 ("tot", "tot"), ("max(others)", "max_others"))]
-
-    def _test_rows(self, label: str) -> list[tuple[str, ...]]:
-        dt = self._dtype(label)
-        rows = []
-        for test in TESTS:
-            t = self.test(label, test)
-            ulps = f"{t['margin_ulps']:+.3g} ULP"
-            if dt != np.float32:
-                ulps += f" ({t['margin_f32_ulps']:+.3g} float32 ULP" + (
-                    ", the same number in float32)" if t["same_in_float32"] else ")")
-            rows.append((TEST_TITLES[test], TEST_FORMULAS[test],
-                         f"{_fmt(t['lhs'], dt)} vs {_fmt(t['rhs'], dt)}",
-                         "yes" if t["outcome"] else "no", f"{t['margin']:.6g}", ulps))
-        return rows
-
-    def _header(self) -> str:
-        ny, nx = self.data.sizes["wy"], self.data.sizes["wx"]
-        return f"pixel (y={self.y}, x={self.x}) of frame {self.frame}, {ny}x{nx} window"
-
-    def _verdict(self) -> str:
-        test = self.deciding_test
-        if test is None:
-            return "all finders take the same branch"
-        parts = []
-        for label in self.labels:
-            t = self.test(label, test)
-            same = t["same_in_float32"] and self._dtype(label) != np.float32
-            parts.append(f"{label}: {TEST_FORMULAS[test]} is {'true' if t['outcome'] else 'false'}"
-                         f" (margin {t['margin']:.6g} = {t['margin_f32_ulps']:+.3g} float32 ULP"
-                         f"{', the same number in float32' if same else ''})")
-        why = ", ".join(self.reasons) or "no near-tie, timing or pedestal divergence found"
-        return f"{TEST_TITLES[test]} decides ({why}): " + "; ".join(parts)
-
-    def _finder_title(self, label: str) -> str:
-        d = self.data.sel(finder=label)
-        code = Branch(int(d["branch"]))
-        own = Branch(int(d["finder_branch"]))
-        check = "" if code == own else f" (the finder's map says {own.name}!)"
-        return (f"{label}: {d['finder_name'].item()} finder, {d['pedestal_dtype'].item()} "
-                f"pedestal, {d['noise'].item()} noise -> {code.name}{check}")
-
-    def to_text(self) -> str:
-        """A plain-text report."""
-        def grid(rows):
-            width = max(len(c) for r in rows for c in r)
-            return ["    " + " ".join(c.rjust(width) for c in r) for r in rows]
-
-        lines = [self._header(), "raw:", *grid(self._grid("raw", None))]
-        for label in self.labels:
-            lines += ["", self._finder_title(label)]
-            for name in ("mean", "rms", "v"):
-                lines += [f"  {name}:", *grid(self._grid(name, label))]
-            updated = np.argwhere(self.data["updated"].sel(finder=label).to_numpy())
-            if len(updated):
-                ry, rx = self.data.sizes["wy"] // 2, self.data.sizes["wx"] // 2
-                taps = ", ".join(f"({self.y + a - ry}, {self.x + b - rx})" for a, b in updated)
-                lines.append(f"  updated earlier in this frame (serial): {taps}")
-            lines.append("  " + ", ".join(f"{k} = {v}" for k, v in self._scalars(label)))
-            for row in self._test_rows(label):
-                lines.append("  {:<9} {:<16} {:<30} {:<4} margin {} = {}".format(*row))
-        lines += ["", self._verdict()]
-        return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        def table(rows, head=None):
-            out = ["<table style='border-collapse:collapse;font-family:monospace'>"]
-            if head:
-                out.append("<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>")
-            for r in rows:
-                out.append("<tr>" + "".join(
-                    f"<td style='padding:0 6px;text-align:right'>{html.escape(c)}</td>"
-                    for c in r) + "</tr>")
-            return "".join(out) + "</table>"
-
-        parts = [f"<h4>{html.escape(self._header())}</h4>", "<b>raw</b>",
-                 table(self._grid("raw", None))]
-        for label in self.labels:
-            parts.append(f"<h5>{html.escape(self._finder_title(label))}</h5>")
-            parts.append("<div style='display:flex;gap:16px'>" + "".join(
-                f"<div><b>{name}</b>{table(self._grid(name, label))}</div>"
-                for name in ("mean", "rms", "v")) + "</div>")
-            parts.append(table([[k, v] for k, v in self._scalars(label)]))
-            parts.append(table(self._test_rows(label),
-                               ["test", "rule", "operands", "true", "margin", "ULPs"]))
-        parts.append(f"<p><b>{html.escape(self._verdict())}</b></p>")
-        return "".join(parts)
-
-    def __repr__(self) -> str:
-        return self.to_text()
-
-
-def _site_numbers(frame: np.ndarray, state: dict, codes: np.ndarray, config: FinderConfig,
+def _site_numbers(frame: np.ndarray, state: dict, codes: np.ndarray, config: FinderSpec,
                   pedestal: Pedestal, y: int, x: int) -> dict:
     """Recompute the decision at ``(y, x)`` in the pedestal dtype, as the finder reads it."""
     t = pedestal.dtype.type
@@ -262,7 +100,7 @@ def _site_numbers(frame: np.ndarray, state: dict, codes: np.ndarray, config: Fin
     cy, cx = config.cluster_size
     ry, rx = cy // 2, cx // 2
     c3 = np.sqrt(t(cy * cx))
-    serial = TIMING_MODELS.get(config.finder, config.finder) == "serial"
+    serial = config.timing_model == "serial"
     ny, nx = frame.shape
     shape = (cy, cx)
     mean, rms, v = (np.full(shape, np.nan) for _ in range(3))
@@ -344,7 +182,7 @@ def _deciding(numbers: list[dict]) -> str | None:
 
 
 def _build(frame_number: int, y: int, x: int, frame: np.ndarray, labels: list[str],
-           configs: list[FinderConfig], pedestals: list[Pedestal], states: list[dict],
+           configs: list[FinderSpec], pedestals: list[Pedestal], states: list[dict],
            numbers: list[dict]) -> Explanation:
     cy, cx = configs[0].cluster_size
     ry, rx = cy // 2, cx // 2
@@ -359,8 +197,6 @@ def _build(frame_number: int, y: int, x: int, frame: np.ndarray, labels: list[st
     def per_test(key):
         return np.array([[n["tests"][t][key] for t in TESTS] for n in numbers])
 
-    flags = {"flag_values": np.array([c.value for c in Branch], np.uint8),
-             "flag_meanings": " ".join(c.name for c in Branch)}
     win, fin, ft = ("wy", "wx"), ("finder", "wy", "wx"), ("finder", "test")
     data = xr.Dataset(
         {"raw": (win, raw.astype(np.int64), {"units": "ADU"}), "inside": (win, inside),
@@ -370,9 +206,10 @@ def _build(frame_number: int, y: int, x: int, frame: np.ndarray, labels: list[st
          "updated": (fin, stack("updated")),
          **{k: ("finder", np.array([n[k] for n in numbers]))
             for k in ("thr", "c3", "c3_thr", "m", "tot", "max_others")},
-         "branch": ("finder", np.array([n["branch"] for n in numbers], np.uint8), flags),
+         "branch": ("finder", np.array([n["branch"] for n in numbers], np.uint8),
+                    cf_flag_attrs("branch recomputed from the pedestal state")),
          "finder_branch": ("finder", np.array([n["finder_branch"] for n in numbers], np.uint8),
-                           flags),
+                           cf_flag_attrs("branch in the finder's own branch map")),
          "finder_name": ("finder", [c.finder for c in configs]),
          "pedestal_dtype": ("finder", [p.dtype.name for p in pedestals]),
          "noise": ("finder", [p.noise for p in pedestals]),
@@ -402,7 +239,7 @@ def _build(frame_number: int, y: int, x: int, frame: np.ndarray, labels: list[st
     return Explanation(frame_number, y, x, data, deciding, tuple(reasons))
 
 
-def _starting_pedestals(configs: list[FinderConfig], dark, pedestal) -> list[Pedestal]:
+def _starting_pedestals(configs: list[FinderSpec], dark, pedestal) -> list[Pedestal]:
     if (dark is None) == (pedestal is None):
         raise ValueError("give either dark frames (dark=...) or the starting pedestal "
                          "(pedestal=...), one or one per finder")
@@ -423,19 +260,16 @@ def _starting_pedestals(configs: list[FinderConfig], dark, pedestal) -> list[Ped
         raise ValueError(f"{len(pedestals)} pedestals for {len(configs)} finders")
     for c, p in zip(configs, pedestals):
         p.require_ready()
-        wanted = (c.pedestal_dtype, c.noise, c.n_pedestal or p.n_pedestal)
-        have = (p.dtype.name, p.noise, p.n_pedestal)
-        if wanted != have:
-            raise ValueError(
-                f"the {c.finder} finder needs a {wanted[0]} pedestal with {wanted[1]} noise and "
-                f"n_pedestal={wanted[2]}, but the pedestal given is {have[0]}, {have[1]}, "
-                f"n_pedestal={have[2]}; pass dark frames (dark=...) instead")
+        try:
+            c.check_pedestal(p)
+        except ValueError as err:
+            raise ValueError(f"{err}; pass dark frames (dark=...) instead") from None
     return pedestals
 
 
 def explain_sites(frames, sites: Sequence[tuple[int, int, int]],
-                  finders: Mapping[str, xr.Dataset | FinderConfig]
-                  | Sequence[xr.Dataset | FinderConfig], *, dark=None,
+                  finders: Mapping[str, xr.Dataset | FinderSpec]
+                  | Sequence[xr.Dataset | FinderSpec], *, dark=None,
                   pedestal: Pedestal | Sequence[Pedestal] | None = None,
                   labels: Sequence[str] | None = None,
                   chunk_frames: int = 64) -> list[Explanation]:
@@ -448,7 +282,7 @@ def explain_sites(frames, sites: Sequence[tuple[int, int, int]],
     sites
         ``(frame number, y, x)`` triples.
     finders
-        Result Datasets (their attributes give the configuration) or `FinderConfig`\\ s,
+        Result Datasets (their attributes give the specification) or `FinderSpec`\\ s,
         as a sequence or a mapping ``label -> finder``.
     dark
         Dark frames to train each finder's starting pedestal (with its dtype and noise).
@@ -472,7 +306,7 @@ def explain_sites(frames, sites: Sequence[tuple[int, int, int]],
         different cluster sizes, or a pedestal that does not fit a finder.
     """
     labels, finders = as_labelled(finders, labels)
-    configs = [f if isinstance(f, FinderConfig) else FinderConfig.from_result(f) for f in finders]
+    configs = [f if isinstance(f, FinderSpec) else FinderSpec.from_result(f) for f in finders]
     if len({c.cluster_size for c in configs}) > 1:
         raise ValueError("the finders use different cluster sizes: "
                          + ", ".join(f"{lab} {format_cluster_size(c.cluster_size)}"
@@ -485,9 +319,10 @@ def explain_sites(frames, sites: Sequence[tuple[int, int, int]],
             raise ValueError(f"pixel (y={y}, x={x}) is outside the {ny}x{nx} frame")
     pedestals = _starting_pedestals(configs, dark, pedestal)
     # The CPU finder of each timing model advances the pedestal: cuda equals frozen bit
-    # for bit (tests/test_cuda.py), so a cuda result is explained on any machine.
-    runners = [get_finder(TIMING_MODELS.get(c.finder, c.finder))(p.copy(), c.n_sigma,
-                                                                 c.cluster_size, None)
+    # for bit (tests/test_cuda.py), so a cuda result is explained on any machine. The
+    # capacity cuts stored clusters only, never a branch or the pedestal: replay without.
+    runners = [c.replace(finder=c.timing_model, max_clusters_per_frame=None,
+                         n_pedestal=p.n_pedestal).make_finder(p.copy())
                for c, p in zip(configs, pedestals)]
     wanted = sorted({f for f, _, _ in sites})
     done: dict[tuple[int, int, int], Explanation] = {}
@@ -524,8 +359,8 @@ def explain_sites(frames, sites: Sequence[tuple[int, int, int]],
 
 
 def explain(frames, frame: int, y: int, x: int,
-            finders: Mapping[str, xr.Dataset | FinderConfig]
-            | Sequence[xr.Dataset | FinderConfig], *, dark=None,
+            finders: Mapping[str, xr.Dataset | FinderSpec]
+            | Sequence[xr.Dataset | FinderSpec], *, dark=None,
             pedestal: Pedestal | Sequence[Pedestal] | None = None,
             labels: Sequence[str] | None = None) -> Explanation:
     """Explain the decision at pixel ``(y, x)`` of frame number ``frame``.
@@ -537,8 +372,8 @@ def explain(frames, frame: int, y: int, x: int,
     >>> from aare_lab.simulate import Beam, Detector, Simulator
     >>> sim = Simulator(Detector(frame_shape=(12, 12)), Beam(photons_per_frame=2), seed=1)
     >>> dark, (frames, _) = sim.dark(20), sim.frames(3)
-    >>> e = explain(frames, 2, 5, 5, [FinderConfig("serial", n_pedestal=20),
-    ...                               FinderConfig("frozen", n_pedestal=20)], dark=dark)
+    >>> e = explain(frames, 2, 5, 5, [FinderSpec("serial", n_pedestal=20),
+    ...                               FinderSpec("frozen", n_pedestal=20)], dark=dark)
     >>> e.deciding_test is None, e.branch("serial") == e.branch("frozen")
     (True, True)
     """

@@ -9,8 +9,9 @@ them):
 - ``n_found(frame)``, ``n_kept(frame)`` int64, coordinate ``frame`` = frame numbers;
 - optional ``branch_map(branch_frame, row, col)`` uint8 with CF flags (use `branch_maps`
   to get it as a ``DataArray(frame, y, x)``);
-- attributes stamped once, here: finder, n_sigma, cluster_size, pedestal_dtype, noise,
-  n_pedestal, max_clusters_per_frame (-1: no capacity), window_dtype, frame_shape,
+- attributes stamped once, here, from the run's `aare_lab.spec.FinderSpec`: finder,
+  n_sigma, cluster_size, pedestal_dtype, noise, n_pedestal, max_clusters_per_frame
+  (``aare_lab.capacity.NO_CAP`` = -1: no capacity), window_dtype; then frame_shape and
   aare_lab_version.
 """
 
@@ -22,15 +23,14 @@ import numpy as np
 import xarray as xr
 
 from ._version import __version__
+from .binning import DEFAULT_BINS, count, edges_for
 from .branches import cf_flag_attrs
-from .params import FinderParams, format_cluster_size
+from .spec import FinderSpec
 
-NO_CAPACITY = -1
 NETCDF_ENGINE = "h5netcdf"
 
 
-def make_result(*, finder: str, params: FinderParams, pedestal_dtype: str, noise: str,
-                n_pedestal: int, frame_shape: tuple[int, int], frame_numbers: np.ndarray,
+def make_result(*, spec: FinderSpec, frame_shape: tuple[int, int], frame_numbers: np.ndarray,
                 n_found: np.ndarray, n_kept: np.ndarray, cluster_frame: np.ndarray,
                 cluster_y: np.ndarray, cluster_x: np.ndarray, windows: np.ndarray,
                 branch_maps: np.ndarray | None = None,
@@ -39,12 +39,8 @@ def make_result(*, finder: str, params: FinderParams, pedestal_dtype: str, noise
 
     Parameters
     ----------
-    finder
-        Name of the finder ("serial", "frozen", "cuda", ...).
-    params
-        The finder parameters.
-    pedestal_dtype, noise, n_pedestal
-        The pedestal configuration.
+    spec
+        The finder specification, with ``n_pedestal`` set (`Finder.spec` is).
     frame_shape
         ``(ny, nx)`` of the frames.
     frame_numbers
@@ -59,8 +55,15 @@ def make_result(*, finder: str, params: FinderParams, pedestal_dtype: str, noise
     Returns
     -------
     xarray.Dataset
+
+    Raises
+    ------
+    ValueError
+        If ``spec.n_pedestal`` is None.
     """
-    ry, rx = params.radius
+    if spec.n_pedestal is None:
+        raise ValueError("a result needs the pedestal window: give the spec an n_pedestal")
+    ry, rx = spec.radius
     windows = np.asarray(windows)
     ds = xr.Dataset(
         data_vars={
@@ -73,7 +76,7 @@ def make_result(*, finder: str, params: FinderParams, pedestal_dtype: str, noise
             "window": (("cluster", "wy", "wx"), windows,
                        {"long_name": "pedestal-subtracted window, raster order",
                         "units": "ADU"}),
-            "energy": ("cluster", windows.sum(axis=(1, 2), dtype=np.float64),
+            "energy": ("cluster", window_energies(windows),
                        {"long_name": "cluster energy (window sum)", "units": "ADU"}),
             "n_found": ("frame", np.asarray(n_found, np.int64),
                         {"long_name": "clusters found in the frame"}),
@@ -90,16 +93,8 @@ def make_result(*, finder: str, params: FinderParams, pedestal_dtype: str, noise
         },
         attrs={
             "Conventions": "CF-1.10",
-            "title": f"aare_lab {finder} cluster finder result",
-            "finder": finder,
-            "n_sigma": float(params.n_sigma),
-            "cluster_size": format_cluster_size(params.cluster_size),
-            "pedestal_dtype": str(pedestal_dtype),
-            "noise": noise,
-            "n_pedestal": int(n_pedestal),
-            "max_clusters_per_frame": (NO_CAPACITY if params.max_clusters_per_frame is None
-                                       else int(params.max_clusters_per_frame)),
-            "window_dtype": params.window_dtype,
+            "title": f"aare_lab {spec.finder} cluster finder result",
+            **spec.attrs,
             "frame_shape": np.asarray(frame_shape, np.int64),
             "aare_lab_version": __version__,
         },
@@ -141,8 +136,23 @@ def truncated_frames(result: xr.Dataset) -> np.ndarray:
     return result["frame"].to_numpy()[mask]
 
 
-def spectrum(result: xr.Dataset, bins: int | np.ndarray = 200,
-             range: tuple[float, float] | None = None) -> xr.DataArray:
+def window_energies(windows: np.ndarray) -> np.ndarray:
+    """The energy of each cluster: the float64 sum of its window ``(n, wy, wx)`` (ADU)."""
+    return windows.sum(axis=(1, 2), dtype=np.float64)
+
+
+def energy_coords(edges: np.ndarray) -> dict:
+    """The coordinates of a spectrum over ``edges`` (ADU): the bin centres ``energy`` and
+    the edges ``energy_lo`` and ``energy_hi``, for `xarray.DataArray` ``coords``."""
+    edges = np.asarray(edges, float)
+    return {"energy": ("energy", 0.5 * (edges[:-1] + edges[1:]), {"units": "ADU"}),
+            "energy_lo": ("energy", edges[:-1], {"units": "ADU"}),
+            "energy_hi": ("energy", edges[1:], {"units": "ADU"})}
+
+
+def spectrum(result: xr.Dataset, bins: int | np.ndarray = DEFAULT_BINS,
+             range: tuple[float, float] | None = None, *,
+             width: int | None = None) -> xr.DataArray:
     """Histogram of cluster energies.
 
     Parameters
@@ -150,26 +160,32 @@ def spectrum(result: xr.Dataset, bins: int | np.ndarray = 200,
     result
         A finder result.
     bins
-        Number of bins or the bin edges (ADU).
+        Bin edges (ADU), or a number of bins: equal bins over ``range`` (as
+        `numpy.histogram`), or without a range at most that many integer-aligned bins
+        (edges at ``k - 0.5``) holding every cluster (`aare_lab.binning.data_edges`).
     range
-        ``(low, high)`` in ADU when ``bins`` is a number; default: the data range.
+        ``(low, high)`` in ADU; clusters outside are counted in the attributes.
+    width
+        A whole number of ADU per bin instead of ``bins``, over ``range`` or the data.
 
     Returns
     -------
     xarray.DataArray
         Counts over the bin centres ``energy``, with the edges as the coordinates
-        ``energy_lo`` and ``energy_hi``.
+        ``energy_lo`` and ``energy_hi``; attributes ``underflow`` and ``overflow`` (clusters
+        below and above the edges), ``finder``, ``n_sigma``, ``cluster_size`` and
+        ``n_frames`` of the run.
     """
-    counts, edges = np.histogram(result["energy"].to_numpy(), bins=bins, range=range)
+    energies = result["energy"].to_numpy()
+    edges = edges_for([energies], bins, range, width)
+    counts, underflow, overflow = count(energies, edges)
+    a = result.attrs
     return xr.DataArray(
-        counts.astype(np.int64), dims="energy",
-        coords={
-            "energy": ("energy", 0.5 * (edges[:-1] + edges[1:]), {"units": "ADU"}),
-            "energy_lo": ("energy", edges[:-1], {"units": "ADU"}),
-            "energy_hi": ("energy", edges[1:], {"units": "ADU"}),
-        },
-        name="counts",
-        attrs={"long_name": "clusters per energy bin", "finder": result.attrs.get("finder", "")},
+        counts, dims="energy", coords=energy_coords(edges), name="counts",
+        attrs={"long_name": "clusters per energy bin", "finder": a.get("finder", ""),
+               "n_sigma": a.get("n_sigma", np.nan), "cluster_size": a.get("cluster_size", ""),
+               "n_frames": int(result.sizes.get("frame", 0)),
+               "underflow": underflow, "overflow": overflow},
     )
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import xarray as xr
 
+from .binning import DEFAULT_BINS, edges_for
 from .fit import PeakFit, fit_peak
 from .labels import as_labelled
 from .results import spectrum
@@ -14,9 +15,14 @@ from .results import spectrum
 _FIT_FIELDS = ("position", "position_err", "sigma", "sigma_err", "amplitude", "offset", "slope")
 
 
+#: Run parameters of each spectrum, kept as coordinates over ``finder``.
+RUN_COORDS = ("n_sigma", "cluster_size", "n_frames", "underflow", "overflow")
+
+
 def spectra(results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
-            labels: Sequence[str] | None = None, *, bins: int | np.ndarray = 200,
-            range: tuple[float, float] | None = None) -> xr.DataArray:
+            labels: Sequence[str] | None = None, *, bins: int | np.ndarray = DEFAULT_BINS,
+            range: tuple[float, float] | None = None,
+            width: int | None = None) -> xr.DataArray:
     """Cluster-energy histograms of several results on common bins.
 
     Parameters
@@ -25,26 +31,25 @@ def spectra(results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
         Finder results, as a sequence or a mapping ``label -> result``.
     labels
         Names for a sequence (default: `aare_lab.labels.result_labels`).
-    bins
-        Number of bins or the bin edges (ADU).
-    range
-        ``(low, high)`` in ADU for a number of bins; default: the range of all energies.
+    bins, range, width
+        The binning, as for `aare_lab.results.spectrum`, chosen over all the results: by
+        default at most 200 integer-aligned bins that hold every cluster.
 
     Returns
     -------
     xarray.DataArray
-        Counts over ``(finder, energy)`` with the edges as ``energy_lo``, ``energy_hi``.
+        Counts over ``(finder, energy)`` with the edges as ``energy_lo``, ``energy_hi``,
+        and per finder the coordinates ``finder_name``, ``n_sigma``, ``cluster_size``,
+        ``n_frames``, ``underflow`` and ``overflow`` (clusters outside the edges).
     """
     labels, results = as_labelled(results, labels)
-    if np.ndim(bins) == 0 and range is None:
-        energies = [r["energy"].to_numpy() for r in results]
-        sizes = [len(e) for e in energies]
-        range = ((min(e.min() for e, n in zip(energies, sizes) if n),
-                  max(e.max() for e, n in zip(energies, sizes) if n)) if any(sizes) else (0.0, 1.0))
-    edges = np.histogram_bin_edges(np.empty(0), bins=bins, range=range) \
-        if np.ndim(bins) == 0 else np.asarray(bins, float)
-    out = xr.concat([spectrum(r, bins=edges) for r in results],
-                    dim=xr.DataArray(labels, dims="finder", name="finder"))
+    edges = edges_for([r["energy"].to_numpy() for r in results], bins, range, width)
+    parts = [spectrum(r, bins=edges) for r in results]
+    out = xr.concat(parts, dim=xr.DataArray(labels, dims="finder", name="finder"),
+                    combine_attrs="drop")
+    out = out.assign_coords(
+        finder_name=("finder", [p.attrs["finder"] for p in parts]),
+        **{name: ("finder", [p.attrs[name] for p in parts]) for name in RUN_COORDS})
     out.attrs = {"long_name": "clusters per energy bin"}
     return out
 
@@ -54,15 +59,37 @@ def spectrum_ratio(spectra: xr.DataArray, reference: str | None = None) -> xr.Da
 
     Bins where the reference is empty are NaN.
     """
-    reference = str(spectra["finder"][0].item()) if reference is None else reference
-    if reference not in spectra["finder"].to_numpy():
-        raise ValueError(f"no finder {reference!r} in the spectra; have "
-                         f"{list(spectra['finder'].to_numpy())}")
+    reference = _reference(spectra, reference)
     ref = spectra.sel(finder=reference).astype(float)
     ratio = spectra.astype(float) / ref.where(ref > 0)
     ratio.name = "ratio"
     ratio.attrs = {"long_name": f"counts relative to {reference}", "reference": reference}
     return ratio
+
+
+def spectrum_ratio_error(spectra: xr.DataArray, reference: str | None = None) -> xr.DataArray:
+    """The Poisson uncertainty of `spectrum_ratio`: ``r * sqrt(1/a + 1/b)`` for counts ``a``
+    over ``b``, an empty numerator counting as one.
+
+    The counts are treated as independent, so for finders that share most clusters the
+    error is an upper bound. Bins where the reference is empty are NaN.
+    """
+    reference = _reference(spectra, reference)
+    a = spectra.astype(float)
+    b = spectra.sel(finder=reference).astype(float).where(lambda v: v > 0)
+    error = np.sqrt(np.maximum(a, 1.0) * (1.0 + a / b)) / b
+    error.name = "ratio_error"
+    error.attrs = {"long_name": f"uncertainty of the counts relative to {reference}",
+                   "reference": reference}
+    return error
+
+
+def _reference(spectra: xr.DataArray, reference: str | None) -> str:
+    reference = str(spectra["finder"][0].item()) if reference is None else reference
+    if reference not in spectra["finder"].to_numpy():
+        raise ValueError(f"no finder {reference!r} in the spectra; have "
+                         f"{list(spectra['finder'].to_numpy())}")
+    return reference
 
 
 def fit_peaks(spectra: xr.DataArray, window: tuple[float, float] | None = None) -> xr.Dataset:

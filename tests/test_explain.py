@@ -7,13 +7,15 @@ import numpy as np
 import pytest
 
 from aare_lab import Branch, FrozenFinder, SerialFinder
-from aare_lab.explain import FinderConfig, explain, explain_sites
+from aare_lab.explain import explain, explain_sites
 from aare_lab.pipeline import train_pedestal
+from aare_lab.spec import FinderSpec
+from aare_lab.plots.explanation import ExplanationTable, explanation_html, explanation_text
 from aare_lab.simulate import Beam, Detector, Simulator
 from compare_cases import (MEAN, NEAR_PIXEL, NEAR_SIGMA, P1, find_float32_tie, run_pair,
                            threshold_frames, tie_frames, timing_frames, unit_pedestal)
 
-SERIAL_FROZEN = [FinderConfig("serial"), FinderConfig("frozen")]
+SERIAL_FROZEN = [FinderSpec("serial"), FinderSpec("frozen")]
 
 
 def map_code(result, frame, y, x):
@@ -89,13 +91,13 @@ def test_float32_near_threshold_in_ulps():
     assert e.branch(f64) == map_code(results[0], 0, *NEAR_PIXEL) == Branch.TEST1_STORE
     assert e.branch(f32) == map_code(results[1], 0, *NEAR_PIXEL) == Branch.QUIET_UPDATE
     assert e.deciding_test == "test1" and e.reasons == ("near_tie",)
-    text = e.to_text()
+    text = explanation_text(e)
     assert "Test 1 decides (near_tie)" in text
     assert "+0.21 float32 ULP, the same number in float32" in text
     assert "4.9999999" in text, "thresholds at full precision"
-    html = e._repr_html_()
+    html = explanation_html(e)
     assert html.count("<table") == 1 + 2 * 5 and "frozen/float32" in html
-    assert repr(e) == text
+    assert ExplanationTable(e)._repr_html_() == html and str(ExplanationTable(e)) == text
 
 
 def test_float32_tie_in_ulps():
@@ -154,7 +156,7 @@ def test_edge_site_is_clipped(timing):
     np.testing.assert_array_equal(e.data["inside"], [[False] * 3, [False, True, True],
                                                      [False, True, True]])
     assert np.isnan(e.data["v"].sel(finder="frozen")[0, 0])
-    assert "·" in e.to_text()
+    assert "·" in explanation_text(e)
 
 
 def test_refusals(timing):
@@ -165,11 +167,11 @@ def test_refusals(timing):
     with pytest.raises(ValueError, match=r"frames \[5\] are not in"):
         explain(frames, 5, 1, 1, SERIAL_FROZEN, pedestal=ped)
     with pytest.raises(ValueError, match="needs a float32 pedestal"):
-        explain(frames, 0, 1, 1, [FinderConfig("frozen", pedestal_dtype="float32")], pedestal=ped)
+        explain(frames, 0, 1, 1, [FinderSpec("frozen", pedestal_dtype="float32")], pedestal=ped)
     with pytest.raises(ValueError, match="either dark frames"):
         explain(frames, 0, 1, 1, SERIAL_FROZEN)
     with pytest.raises(ValueError, match="different cluster sizes"):
-        explain(frames, 0, 1, 1, [FinderConfig("serial"), FinderConfig("frozen", cluster_size=5)],
+        explain(frames, 0, 1, 1, [FinderSpec("serial"), FinderSpec("frozen", cluster_size=5)],
                 pedestal=ped)
 
 

@@ -6,10 +6,14 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
+import aare_lab
+
 from aare_lab import Branch, FrozenFinder
 from aare_lab.caps import cap_analysis
-from aare_lab.plots import (branch_diff_plot, branch_map_plot, cap_plot, mismatch_panel,
-                            spectrum_plot)
+from aare_lab.compare import compare_all, worst_mismatch
+from aare_lab.plots import (BranchDiffView, BranchMapView, CapView, MismatchView, SpectrumView,
+                            branch_diff_plot, branch_map_plot, cap_plot, frame_centres,
+                            frame_codes, mismatch_panel, new_figure, spectrum_plot)
 from aare_lab.spectra import fit_peaks, spectra
 from compare_cases import (P1, P1_BIS, P2, PHOTON, R2, run_pair, synthetic_result,
                            timing_frames)
@@ -55,7 +59,8 @@ def offsets_yx(collection):
 
 def test_mismatch_panel_picks_the_worst_site(timing):
     serial, frozen, _ = timing
-    fig = mismatch_panel([serial, frozen])
+    site = worst_mismatch(compare_all([serial, frozen]), half_size=5)
+    fig = mismatch_panel([serial, frozen], *site)
     left, right = fig.axes[:2]
     # Frame 0 has four sites; P2 and R2 are neighbours, so the patch is centred on P2
     # (the first of them): rows 3 - 5 .. 3 + 5 shifted into the frame, columns 8..18.
@@ -94,12 +99,20 @@ def test_mismatch_panel_of_three_rings_what_any_other_lacks(timing):
     assert rings == [set(), {P1}, {P1}], "serial lacks P1, which frozen and f32 both have"
 
 
-def test_mismatch_panel_refusals(timing):
-    _, frozen, f32 = timing
-    with pytest.raises(ValueError, match="agree everywhere"):
-        mismatch_panel([frozen, f32])
-    with pytest.raises(ValueError, match="all of frame, y and x"):
-        mismatch_panel([frozen, f32], 0)
+def test_mismatch_view_update_moves_the_same_artists(timing):
+    serial, frozen, _ = timing
+    view = MismatchView({"serial": serial, "frozen": frozen}, 0, *PHOTON, half_size=2)
+    before = dict(view.artists)
+    view.update(0, *P1)
+    assert view.artists == before and all(view.artists[k] is a for k, a in before.items())
+    bounds = (P1[0] - 2, P1[0] + 3, P1[1] - 2, P1[1] + 3)
+    assert offsets_yx(view.artists["centres:frozen"]) == {P1}
+    assert offsets_yx(view.artists["rings:frozen"]) == {P1}, "serial lacks P1"
+    np.testing.assert_array_equal(view.artists["footprints:frozen"].get_array().mask,
+                                  ~footprint([P1], bounds))
+    assert view.artists["footprints:frozen"].get_extent()[0] == bounds[2] - 0.5
+    assert f"frame 0: rows {bounds[0]}" in view.artists["title"].get_text()
+    assert not plt.get_fignums(), "views draw into figures that pyplot does not display"
 
 
 def test_branch_map_legend_colours_and_centres(timing):
@@ -162,19 +175,94 @@ def test_spectrum_plot_draws_the_fitted_peak():
     have = serial > 0
     expected = frozen[have] / serial[have]
     np.testing.assert_allclose(ratio.get_ydata()[have], expected)
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["serial", "frozen"]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["serial: 9,000 clusters", "frozen: 4,500 clusters"]
+    errors = by_gid(rax, "ratio_err:frozen").get_segments()
+    # Poisson errors of both counts; an empty bin counts as one.
+    a, b = frozen[have], serial[have]
+    expected_err = np.sqrt(np.maximum(a, 1) * (1 + a / b)) / b
+    np.testing.assert_allclose([top[1] - bottom[1] for bottom, top in errors], 2 * expected_err)
 
 
-def test_spectrum_plot_linear_without_ratio_from_results():
-    results = [synthetic_result(np.array([100.0, 200.0, 200.0]), "serial")]
-    fig = spectrum_plot(results, log=False, ratio=False, bins=4)
+def test_spectrum_view_shows_what_aare_lab_spectrum_counts():
+    result = synthetic_result(np.array([100.0, 200.0, 200.0]), "serial")
+    fig = spectrum_plot(aare_lab.spectrum(result, bins=4), log=False, ratio=False)
     (ax,) = fig.axes
     assert ax.get_yscale() == "linear"
-    np.testing.assert_array_equal(by_gid(ax, "spectrum:serial").get_data().values, [1, 0, 0, 2])
+    stairs = by_gid(ax, "spectrum:serial").get_data()
+    np.testing.assert_array_equal(stairs.values, aare_lab.spectrum(result, bins=4).to_numpy())
+    np.testing.assert_array_equal(stairs.edges, [99.5, 125.5, 151.5, 177.5, 203.5])
+    assert "serial" in ax.get_title() and "3 frames" in ax.get_title()
+
+
+def test_spectrum_view_reports_clusters_outside_the_range():
+    result = synthetic_result(np.array([-5.0, 10.0, 20.0, 700.0, 800.0]), "frozen")
+    view = SpectrumView(spectra([result], bins=10, range=(0, 100)))
+    legend = view.artists["legend"].get_texts()[0].get_text()
+    assert legend == "frozen: 2 clusters (1 below and 2 above the range)"
+
+
+def test_spectrum_view_in_kev_with_a_visible_fit():
+    rng = np.random.default_rng(4)
+    spec = spectra([synthetic_result(np.round(rng.normal(320.0, 8.0, 5000)))])
+    fits = fit_peaks(spec, window=(290, 350))
+    view = SpectrumView(spec, fits, gain=40.0)
+    assert view.ax.get_xlabel() == "energy (keV)"
+    assert view.artists["spectrum:frozen"].get_data().edges[0] == spec["energy_lo"][0] / 40
+    curve = view.artists["fit:frozen"]
+    assert curve.get_xdata()[0] == 290 / 40 and curve.get_xdata()[-1] == 350 / 40
+    assert curve.get_zorder() > view.artists["spectrum:frozen"].get_zorder()
+    assert curve.get_linewidth() > view.artists["spectrum:frozen"].get_linewidth()
+    assert curve.get_color() != view.artists["spectrum:frozen"].get_edgecolor()
+    assert "keV" in view.artists["annotation:frozen"].get_text()
+    assert view.ratio_ax is None, "one spectrum has nothing to be compared with"
+
+
+def test_overlapping_spectra_are_told_apart():
+    energies = np.arange(100.0, 200.0)
+    view = SpectrumView(spectra({"a": synthetic_result(energies), "b": synthetic_result(energies)}))
+    a, b = view.artists["spectrum:a"], view.artists["spectrum:b"]
+    assert a.get_linestyle() != b.get_linestyle() and a.get_linewidth() > b.get_linewidth()
+    assert b.get_zorder() > a.get_zorder(), "the thinner curve is drawn on top"
+
+
+def test_ratio_range_ignores_bins_of_few_counts():
+    rng = np.random.default_rng(5)
+    energies = np.round(rng.normal(300.0, 20.0, 20000))
+    tail = np.r_[energies, 500.0]  # a lone bin: 1 count against 2
+    spec = spectra({"a": synthetic_result(np.r_[tail, 500.0]), "b": synthetic_result(tail)})
+    low, high = SpectrumView(spec).ratio_ax.get_ylim()
+    assert 0.9 < low < 1.0 < high < 1.1, (low, high)
+
+
+def test_spectrum_view_update_keeps_the_artists():
+    rng = np.random.default_rng(6)
+    first = spectra({"a": synthetic_result(rng.normal(300, 10, 3000)),
+                     "b": synthetic_result(rng.normal(300, 10, 3000))}, width=2)
+    fits = fit_peaks(first, window=(280, 320))
+    view = SpectrumView(first, fits)
+    before = dict(view.artists)
+    # Accumulated counts on other edges, without fits.
+    second = spectra({"a": synthetic_result(rng.normal(500, 10, 900)),
+                      "b": synthetic_result(rng.normal(500, 10, 1000))}, width=5)
+    view.update(second)
+    assert all(view.artists[k] is a for k, a in before.items()) and view.artists == before
+    for label in ("a", "b"):
+        data = view.artists[f"spectrum:{label}"].get_data()
+        np.testing.assert_array_equal(data.values, second.sel(finder=label).to_numpy())
+        assert data.edges[0] == second["energy_lo"][0]
+        assert len(view.artists[f"fit:{label}"].get_xdata()) == 0
+    assert view.ax.get_xlim() == (second["energy_lo"][0], second["energy_hi"][-1])
+    np.testing.assert_allclose(view.artists["ratio:b"].get_ydata(),
+                               (second.sel(finder="b") / second.sel(finder="a")
+                                .where(second.sel(finder="a") > 0)).to_numpy())
+    assert view.artists["legend"].get_texts()[1].get_text() == "b: 1,000 clusters"
+    with pytest.raises(ValueError, match="draw a new view"):
+        view.update(second.sel(finder=["a"]))
 
 
 def test_cap_plot_line_and_annotation():
-    fig = cap_plot(np.array([0, 3, 5, 5, 10]), 4)
+    fig = cap_plot(cap_analysis(np.array([0, 3, 5, 5, 10]), 4))
     ax = fig.axes[0]
     assert by_gid(ax, "cap").get_xdata()[0] == 4
     hist = by_gid(ax, "histogram").get_data()
@@ -183,6 +271,35 @@ def test_cap_plot_line_and_annotation():
     text = by_gid(ax, "annotation").get_text()
     assert "3 of 5 frames truncated (60 %)" in text
     assert "8 clusters dropped" in text and "224 bytes per frame (3x3, int32)" in text
+
+
+def test_cap_view_update_keeps_the_artists():
+    counts = np.array([0, 3, 5, 5, 10])
+    view = CapView(cap_analysis(counts, 4), fig=new_figure())
+    before = dict(view.artists)
+    view.update(cap_analysis(counts, 6))
+    assert all(view.artists[k] is a for k, a in before.items())
+    assert view.artists["cap"].get_xdata()[0] == 6
+    assert view.artists["legend"].get_texts()[0].get_text() == "cap = 6"
+    assert "1 of 5 frames truncated" in view.artists["annotation"].get_text()
+
+
+def test_branch_views_update_in_place(timing):
+    serial, frozen, _ = timing
+    codes = frame_codes(serial, 0)
+    view = BranchMapView(codes, frame_centres(serial, 0))
+    image, dots = view.artists["branch"], view.artists["centres"]
+    view.update(np.zeros_like(codes), np.array([[1, 2]]), title="frame 1")
+    assert view.artists["branch"] is image and view.artists["centres"] is dots
+    assert (image.get_array() == 0).all() and offsets_yx(dots) == {(1, 2)}
+    assert view.artists["title"].get_text() == "frame 1"
+    diff = BranchDiffView(codes, codes, labels=("serial", "frozen"))
+    overlay = diff.artists["differs"]
+    assert overlay.get_array().mask.all()
+    diff.update(codes, frame_codes(frozen, 0), frame_centres(serial, 0), frame_centres(frozen, 0))
+    assert diff.artists["differs"] is overlay and (~overlay.get_array().mask).sum() == 5
+    assert diff.artists["title"].get_text() == "serial vs frozen: 5 pixels differ"
+    assert offsets_yx(diff.artists["centres_b"]) == {P1, P1_BIS, R2, PHOTON}
 
 
 def test_cap_plot_groups_wide_distributions():

@@ -3,7 +3,9 @@
 import numpy as np
 import pytest
 
-from aare_lab.spectra import fit_peaks, peak_fit, spectra, spectrum_ratio
+import aare_lab
+from aare_lab.simulate import Simulator
+from aare_lab.spectra import fit_peaks, peak_fit, spectra, spectrum_ratio, spectrum_ratio_error
 from compare_cases import synthetic_result
 
 POSITION, SIGMA = 320.0, 12.0
@@ -21,7 +23,7 @@ def test_common_binning_over_all_results(peak):
     b = synthetic_result(np.array([50.0, 600.0]), "frozen")
     spec = spectra([a, b], bins=55)
     assert spec["finder"].to_numpy().tolist() == ["serial", "frozen"]
-    assert spec["energy_lo"][0] == 50.0 and spec["energy_hi"][-1] == 600.0
+    assert spec["energy_lo"][0] == 49.5 and spec["energy_hi"][-1] > 600.0
     assert spec.sel(finder="serial").sum() == 1000 and spec.sel(finder="frozen").sum() == 2
     edges = np.arange(0, 1001, 100.0)
     fixed = spectra({"x": a, "y": b}, bins=edges)
@@ -60,3 +62,47 @@ def test_failed_fit_names_the_finder():
     spec = spectra({"empty": synthetic_result(np.array([300.0]))}, bins=20, range=(0, 400))
     with pytest.raises(ValueError, match="^empty: cannot fit"):
         fit_peaks(spec, window=(0, 40))
+
+
+def test_default_bins_hold_every_integer_energy_without_a_last_bin_spike():
+    # A flat distribution of integer energies: numpy's bins over the data range put one
+    # value more into the last bin (closed on the right); integer-aligned bins do not.
+    energies = np.repeat(np.arange(-40.0, 760.0), 3)
+    spec = spectra([synthetic_result(energies)])
+    counts = spec.sel(finder="frozen").to_numpy()
+    assert counts.sum() == len(energies) and len(counts) <= 200
+    assert (counts == counts[0]).all(), "every bin holds the same number of values"
+    lo, hi = spec["energy_lo"].to_numpy(), spec["energy_hi"].to_numpy()
+    assert lo[0] == -40.5 and ((hi - lo) == 4).all() and (lo % 1 == 0.5).all()
+    assert int(spec["underflow"][0]) == int(spec["overflow"][0]) == 0
+
+
+def test_an_explicit_range_reports_what_it_cuts():
+    spec = spectra({"a": synthetic_result(np.array([-3.0, 5.0, 50.0, 700.0, 999.0]))},
+                   bins=10, range=(0, 100))
+    assert spec.sum() == 2
+    assert (int(spec["underflow"][0]), int(spec["overflow"][0])) == (1, 2)
+    one = aare_lab.spectrum(synthetic_result(np.array([-3.0, 5.0, 700.0])), range=(0, 100),
+                            width=10)
+    assert (one.attrs["underflow"], one.attrs["overflow"]) == (1, 1)
+    np.testing.assert_array_equal(one["energy_lo"][:2], [-0.5, 9.5])
+
+
+def test_ratio_errors_are_poisson():
+    spec = spectra({"a": synthetic_result(np.r_[np.zeros(100), np.ones(4)]),
+                    "b": synthetic_result(np.zeros(25))}, bins=np.array([-0.5, 0.5, 1.5]))
+    error = spectrum_ratio_error(spec, "a").sel(finder="b").to_numpy()
+    np.testing.assert_allclose(error, [0.25 * np.sqrt(1 / 25 + 1 / 100), np.sqrt(1) / 4])
+
+
+def test_default_spectrum_of_a_simulated_run_keeps_the_pile_up():
+    sim = Simulator(seed=0)
+    dark = sim.dark(200)
+    frames, _ = sim.frames(20)
+    result = aare_lab.find_clusters(frames, dark, n_pedestal=200, progress=False)
+    spec = aare_lab.spectrum(result)
+    assert int(spec.sum()) == result.sizes["cluster"], "no cluster lost with the default bins"
+    assert spec["energy_hi"][-1] > 600, "the pile-up near 645 ADU is in range"
+    # The old default of the demo stopped at 1.5 times Kβ (534 ADU) and lost the pile-up.
+    cut = aare_lab.spectrum(result, bins=np.arange(0.0, 534.0, 2.0))
+    assert cut.attrs["overflow"] > 0.01 * result.sizes["cluster"]

@@ -1,15 +1,23 @@
-"""Matplotlib views of comparisons, branch maps, spectra and capacities.
+"""Views of comparisons, branch maps, spectra, capacities and explanations.
 
-Every function takes an optional ``ax`` (one-axes views) or ``fig`` (views of several
-axes), returns the figure and never calls ``show()``, so the views work headless (Agg),
-in scripts and in notebooks (inline or ipympl). Artists carry a ``gid`` naming their
-role ("footprints", "centres", "rings", ...), for tests and for widgets that update them.
+Each view is a class drawn once from finished analysis objects (spectra, fits,
+comparison sites, cap reports, branch codes, explanations) whose ``update`` sets new data
+on the same artists (``artists``: role -> artist) without drawing, so widgets redraw it in
+place. Views draw into the caller's axes or figure, or a new figure that is displayed only
+where it is returned (`new_figure`); they never call ``show()``, so they work headless
+(Agg), in scripts and in notebooks (inline or ipympl). The ``*_plot``/``mismatch_panel``
+functions draw a view and return its figure. Artists carry a ``gid`` naming their role.
 """
 
-from .branchmap import BRANCH_COLOURS, branch_diff_plot, branch_map_plot
-from .caps import cap_plot
-from .mismatch import mismatch_panel
-from .spectrum import spectrum_plot
+from ._figure import new_figure
+from .branchmap import (BRANCH_COLOURS, BranchDiffView, BranchMapView, branch_diff_plot,
+                        branch_map_plot, frame_centres, frame_codes)
+from .caps import CapView, cap_plot
+from .explanation import ExplanationTable, explanation_html, explanation_text
+from .mismatch import MismatchView, mismatch_panel
+from .spectrum import SpectrumView, spectrum_plot
 
-__all__ = ["BRANCH_COLOURS", "branch_diff_plot", "branch_map_plot", "cap_plot",
-           "mismatch_panel", "spectrum_plot"]
+__all__ = ["BRANCH_COLOURS", "BranchDiffView", "BranchMapView", "CapView", "ExplanationTable",
+           "MismatchView", "SpectrumView", "branch_diff_plot", "branch_map_plot", "cap_plot",
+           "explanation_html", "explanation_text", "frame_centres", "frame_codes",
+           "mismatch_panel", "new_figure", "spectrum_plot"]

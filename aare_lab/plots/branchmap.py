@@ -15,6 +15,7 @@ from ..branches import Branch
 from ..labels import as_labelled
 from ..results import branch_maps
 from ._figure import single_axes
+from ._view import View
 
 #: One colour per branch code, in code order.
 BRANCH_COLOURS = {
@@ -30,8 +31,19 @@ DIFF_COLOUR = "#ff00ff"
 _CMAP = ListedColormap([BRANCH_COLOURS[b] for b in Branch], name="branches")
 _NORM = BoundaryNorm(np.arange(len(Branch) + 1) - 0.5, len(Branch))
 
+Region = tuple[int, int, int, int]
 
-def _codes(result: xr.Dataset, frame: int) -> np.ndarray:
+
+def frame_codes(result: xr.Dataset, frame: int) -> np.ndarray:
+    """The branch codes of one frame of ``result``.
+
+    Raises
+    ------
+    KeyError
+        If the result has no branch maps.
+    ValueError
+        If ``frame`` has none.
+    """
     maps = branch_maps(result)
     if frame not in maps["frame"]:
         raise ValueError(f"frame {frame} has no branch map; mapped frames: "
@@ -39,113 +51,174 @@ def _codes(result: xr.Dataset, frame: int) -> np.ndarray:
     return maps.sel(frame=frame).to_numpy()
 
 
-def _centres(result: xr.Dataset, frame: int) -> tuple[np.ndarray, np.ndarray]:
+def frame_centres(result: xr.Dataset, frame: int) -> np.ndarray:
+    """``(n, 2)`` ``(y, x)`` of the cluster centres of one frame of ``result``."""
     sel = (result["frame_number"] == frame).to_numpy()
-    return result["y"].to_numpy()[sel], result["x"].to_numpy()[sel]
+    return np.column_stack([result["y"].to_numpy()[sel], result["x"].to_numpy()[sel]])
 
 
-def _draw_codes(ax: Axes, codes: np.ndarray, alpha: float = 1.0):
-    image = ax.imshow(codes, cmap=_CMAP, norm=_NORM, interpolation="nearest", alpha=alpha)
-    image.set_gid("branch")
-    return image
+def _xy(centres: np.ndarray | None) -> np.ndarray:
+    """Scatter offsets ``(x, y)`` of ``(y, x)`` centres."""
+    if centres is None:
+        return np.empty((0, 2))
+    return np.asarray(centres, float).reshape(-1, 2)[:, ::-1]
 
 
-def _legend(ax: Axes, extra: Sequence[Patch] = ()) -> None:
+def _legend(ax: Axes, extra: Sequence[Patch] = ()):
     handles = [Patch(facecolor=BRANCH_COLOURS[b], edgecolor="0.4", label=b.name) for b in Branch]
-    ax.legend(handles=[*handles, *extra], loc="upper left", bbox_to_anchor=(1.02, 1),
-              fontsize="small", frameon=False)
+    return ax.legend(handles=[*handles, *extra], loc="upper left", bbox_to_anchor=(1.02, 1),
+                     fontsize="small", frameon=False)
 
 
-def _zoom(ax: Axes, region: tuple[int, int, int, int] | None) -> None:
+def _frame_axes(ax: Axes, region: Region | None) -> None:
     if region is not None:
         y0, y1, x0, x1 = region
         ax.set_xlim(x0 - 0.5, x1 - 0.5)
         ax.set_ylim(y1 - 0.5, y0 - 0.5)
+    ax.set_xlabel("x (pixel)")
+    ax.set_ylabel("y (pixel)")
 
 
-def branch_map_plot(result: xr.Dataset, frame: int, *, centres: bool = True,
-                    region: tuple[int, int, int, int] | None = None,
-                    ax: Axes | None = None) -> Figure:
-    """Draw one frame's branch codes in categorical colours, with a legend of the codes.
+class BranchMapView(View):
+    """One frame's branch codes in categorical colours, with a legend of the codes.
 
     Parameters
     ----------
-    result
-        A finder result with branch maps.
-    frame
-        The frame number.
+    codes
+        ``(ny, nx)`` branch codes (`frame_codes`).
     centres
-        Overlay the frame's cluster centres (black dots).
+        ``(n, 2)`` ``(y, x)`` cluster centres to overlay as black dots (`frame_centres`).
+    title
+        The axes title.
     region
         ``(y0, y1, x0, x1)`` to zoom into.
-    ax
-        Axes to draw into (default: a new figure).
+    ax, fig
+        Axes to draw into, or a figure to fill (default: a new figure).
+    managed
+        For a new figure: create it through pyplot (see `aare_lab.plots.new_figure`).
 
-    Returns
-    -------
-    matplotlib.figure.Figure
+    Attributes
+    ----------
+    artists
+        ``branch`` (image), ``centres`` (scatter), ``legend``, ``title``.
     """
-    ax = single_axes(ax)
-    _draw_codes(ax, _codes(result, frame))
-    if centres:
-        cy, cx = _centres(result, frame)
-        ax.scatter(cx, cy, s=10, c="black", zorder=3, gid="centres")
-    _legend(ax)
-    _zoom(ax, region)
-    ax.set_title(f"{result.attrs.get('finder', '')}: branches of frame {frame}")
-    ax.set_xlabel("x (pixel)")
-    ax.set_ylabel("y (pixel)")
-    return ax.figure
+
+    def __init__(self, codes: np.ndarray, centres: np.ndarray | None = None, *,
+                 title: str = "", region: Region | None = None, ax: Axes | None = None,
+                 fig: Figure | None = None, managed: bool = False):
+        self.ax = single_axes(ax, fig, managed=managed)
+        self.figure = self.ax.figure
+        self.artists = {}
+        self._keep("branch", self.ax.imshow(codes, cmap=_CMAP, norm=_NORM,
+                                            interpolation="nearest"))
+        self._keep("centres", self.ax.scatter(*_xy(centres).T, s=10, c="black", zorder=3))
+        self._keep("legend", _legend(self.ax))
+        self._keep("title", self.ax.set_title(title))
+        _frame_axes(self.ax, region)
+
+    def update(self, codes: np.ndarray, centres: np.ndarray | None = None, *,
+               title: str | None = None) -> None:
+        """Show another frame's codes (of the same shape) and centres."""
+        self.artists["branch"].set_data(codes)
+        self.artists["centres"].set_offsets(_xy(centres))
+        if title is not None:
+            self.artists["title"].set_text(title)
+
+
+class BranchDiffView(View):
+    """The pixels whose branch code differs between two finders.
+
+    A's codes are drawn faded underneath; the pixels where B took another branch are drawn
+    in magenta on top.
+
+    Parameters
+    ----------
+    codes_a, codes_b
+        The two finders' codes of one frame (`frame_codes`).
+    centres_a, centres_b
+        Their centres, drawn as dots (A) and crosses (B) (`frame_centres`).
+    labels
+        Names of the two finders.
+    title
+        The axes title, a template of ``{a}``, ``{b}`` (the labels) and ``{n}`` (the pixels
+        that differ).
+    region
+        ``(y0, y1, x0, x1)`` to zoom into.
+    ax, fig
+        Axes to draw into, or a figure to fill (default: a new figure).
+    managed
+        For a new figure: create it through pyplot (see `aare_lab.plots.new_figure`).
+
+    Attributes
+    ----------
+    artists
+        ``branch`` (A's faded image), ``differs`` (masked image), ``centres_a``,
+        ``centres_b`` (scatters), ``legend``, ``title``.
+    """
+
+    def __init__(self, codes_a: np.ndarray, codes_b: np.ndarray,
+                 centres_a: np.ndarray | None = None, centres_b: np.ndarray | None = None, *,
+                 labels: Sequence[str] = ("a", "b"),
+                 title: str = "{a} vs {b}: {n} pixels differ", region: Region | None = None,
+                 ax: Axes | None = None, fig: Figure | None = None, managed: bool = False):
+        self.labels = tuple(labels)
+        self._title = title
+        self.ax = single_axes(ax, fig, managed=managed)
+        self.figure = self.ax.figure
+        self.artists = {}
+        ax = self.ax
+        self._keep("branch", ax.imshow(codes_a, cmap=_CMAP, norm=_NORM,
+                                       interpolation="nearest", alpha=0.35))
+        self._keep("differs", ax.imshow(np.ma.masked_all(np.shape(codes_a)),
+                                        cmap=ListedColormap([DIFF_COLOUR]),
+                                        interpolation="nearest", vmin=0, vmax=1))
+        la, lb = self.labels
+        self._keep("centres_a", ax.scatter(*_xy(centres_a).T, s=14, c="black", marker="o",
+                                           zorder=3, label=la))
+        self._keep("centres_b", ax.scatter(*_xy(centres_b).T, s=30, c="black", marker="x",
+                                           zorder=4, label=lb))
+        self._keep("legend", _legend(ax, [Patch(facecolor=DIFF_COLOUR, label="code differs")]))
+        self._keep("title", ax.set_title(""))
+        _frame_axes(ax, region)
+        self.update(codes_a, codes_b, centres_a, centres_b)
+
+    def update(self, codes_a: np.ndarray, codes_b: np.ndarray,
+               centres_a: np.ndarray | None = None, centres_b: np.ndarray | None = None, *,
+               title: str | None = None) -> None:
+        """Show another frame's codes and centres (or another pair of finders'); ``title``
+        replaces the template."""
+        codes_a, codes_b = np.asarray(codes_a), np.asarray(codes_b)
+        la, lb = self.labels
+        if codes_a.shape != codes_b.shape:
+            raise ValueError(f"the frames of {la} and {lb} differ in shape: "
+                             f"{codes_a.shape} and {codes_b.shape}")
+        differ = codes_a != codes_b
+        self.artists["branch"].set_data(codes_a)
+        self.artists["differs"].set_data(np.ma.masked_array(np.ones(differ.shape), ~differ))
+        self.artists["centres_a"].set_offsets(_xy(centres_a))
+        self.artists["centres_b"].set_offsets(_xy(centres_b))
+        n = int(differ.sum())
+        self.artists["legend"].get_texts()[-1].set_text(f"code differs ({n} pixels)")
+        self._title = self._title if title is None else title
+        self.artists["title"].set_text(self._title.format(a=la, b=lb, n=n))
+
+
+def branch_map_plot(result: xr.Dataset, frame: int, *, centres: bool = True,
+                    region: Region | None = None, ax: Axes | None = None) -> Figure:
+    """Draw a `BranchMapView` of one frame of a result with branch maps; return its figure."""
+    return BranchMapView(frame_codes(result, frame),
+                         frame_centres(result, frame) if centres else None,
+                         title=f"{result.attrs.get('finder', '')}: branches of frame {frame}",
+                         region=region, ax=ax).figure
 
 
 def branch_diff_plot(a: xr.Dataset, b: xr.Dataset, frame: int, *,
                      labels: Sequence[str] | None = None, centres: bool = True,
-                     region: tuple[int, int, int, int] | None = None,
-                     ax: Axes | None = None) -> Figure:
-    """Highlight the pixels whose branch code differs between two results.
-
-    A's codes are drawn faded underneath; the pixels where B took another branch are
-    drawn in magenta on top.
-
-    Parameters
-    ----------
-    a, b
-        Results with branch maps of ``frame``.
-    frame
-        The frame number.
-    labels
-        Names of the two results.
-    centres
-        Overlay A's centres (dots) and B's centres (crosses).
-    region
-        ``(y0, y1, x0, x1)`` to zoom into.
-    ax
-        Axes to draw into (default: a new figure).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
+                     region: Region | None = None, ax: Axes | None = None) -> Figure:
+    """Draw a `BranchDiffView` of one frame of two results; return its figure."""
     (la, lb), _ = as_labelled([a, b], labels)
-    ca, cb = _codes(a, frame), _codes(b, frame)
-    if ca.shape != cb.shape:
-        raise ValueError(f"the frames of {la} and {lb} differ in shape: {ca.shape} and {cb.shape}")
-    differ = ca != cb
-    ax = single_axes(ax)
-    _draw_codes(ax, ca, alpha=0.35)
-    overlay = ax.imshow(np.ma.masked_array(np.ones(ca.shape), ~differ),
-                        cmap=ListedColormap([DIFF_COLOUR]), interpolation="nearest",
-                        vmin=0, vmax=1)
-    overlay.set_gid("differs")
-    if centres:
-        ya, xa = _centres(a, frame)
-        yb, xb = _centres(b, frame)
-        ax.scatter(xa, ya, s=14, c="black", marker="o", zorder=3, gid="centres_a", label=la)
-        ax.scatter(xb, yb, s=30, c="black", marker="x", zorder=4, gid="centres_b", label=lb)
-    n = int(differ.sum())
-    _legend(ax, [Patch(facecolor=DIFF_COLOUR, label=f"code differs ({n} pixels)")])
-    _zoom(ax, region)
-    ax.set_title(f"{la} vs {lb}, frame {frame}: {n} pixels differ")
-    ax.set_xlabel("x (pixel)")
-    ax.set_ylabel("y (pixel)")
-    return ax.figure
+    return BranchDiffView(frame_codes(a, frame), frame_codes(b, frame),
+                          frame_centres(a, frame) if centres else None,
+                          frame_centres(b, frame) if centres else None,
+                          labels=(la, lb), region=region, ax=ax,
+                          title=f"{{a}} vs {{b}}, frame {frame}: {{n}} pixels differ").figure

@@ -7,60 +7,83 @@ import xarray as xr
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..caps import cap_analysis
 from ._figure import single_axes
+from ._view import View
 
 MAX_BARS = 100
 
 
-def cap_plot(counts: xr.Dataset | np.ndarray, cap: int | None = None, *,
-             ax: Axes | None = None) -> Figure:
+def _bars(hist: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """At most about `MAX_BARS` bars over the occupied counts, one count per bar when few:
+    the bar heights, their edges and the counts per bar."""
+    occupied = np.flatnonzero(hist)
+    first = occupied[0] if len(occupied) else 0
+    span = occupied[-1] - first + 1 if len(occupied) else 1
+    width = max(1, -(-span // MAX_BARS))
+    starts = np.arange(first, first + span, width)
+    return np.add.reduceat(hist, starts), np.r_[starts, starts[-1] + width] - 0.5, width
+
+
+def _annotation(a: dict) -> str:
+    return (f"{a['frames_truncated']} of {a['frames']} frames truncated "
+            f"({100 * a['truncated_fraction']:.3g} %)\n"
+            f"{a['clusters_dropped']} clusters dropped ({100 * a['dropped_fraction']:.3g} %)\n"
+            f"{a['bytes_per_frame']} bytes per frame ({a['cluster_size']}, {a['window_dtype']})")
+
+
+class CapView(View):
     """Histogram of clusters per frame with the cap drawn as a line and annotated.
 
     Counts are grouped into at most `MAX_BARS` bars.
 
     Parameters
     ----------
-    counts
-        A `aare_lab.caps.cap_analysis` report, a finder result, or clusters per frame.
-    cap
-        The capacity; not needed for a report.
-    ax
-        Axes to draw into (default: a new figure).
+    report
+        An `aare_lab.caps.cap_analysis` report.
+    ax, fig
+        Axes to draw into, or a figure to fill (default: a new figure).
+    managed
+        For a new figure: create it through pyplot (see `aare_lab.plots.new_figure`).
 
-    Returns
-    -------
-    matplotlib.figure.Figure
+    Attributes
+    ----------
+    artists
+        ``histogram`` (StepPatch), ``cap`` (vertical line), ``annotation`` (text),
+        ``legend``.
     """
-    if isinstance(counts, xr.Dataset) and "histogram" in counts:
-        report = counts
-    elif cap is None:
-        raise ValueError("give the cap to evaluate (or a cap_analysis report)")
-    else:
-        report = cap_analysis(counts, cap)
-    a = report.attrs
-    hist = report["histogram"].to_numpy()
-    occupied = np.flatnonzero(hist)
-    first = occupied[0] if len(occupied) else 0
-    span = occupied[-1] - first + 1 if len(occupied) else 1
-    # At most about MAX_BARS bars over the occupied counts; one count per bar when few.
-    width = max(1, -(-span // MAX_BARS))
-    starts = np.arange(first, first + span, width)
-    ax = single_axes(ax)
-    ax.stairs(np.add.reduceat(hist, starts), np.r_[starts, starts[-1] + width] - 0.5,
-              fill=True, color="#6baed6", gid="histogram")
-    ax.axvline(a["cap"], color="#d7301f", lw=2, gid="cap", label=f"cap = {a['cap']}")
-    ax.text(0.98, 0.95,
-            f"{a['frames_truncated']} of {a['frames']} frames truncated "
-            f"({100 * a['truncated_fraction']:.3g} %)\n"
-            f"{a['clusters_dropped']} clusters dropped ({100 * a['dropped_fraction']:.3g} %)\n"
-            f"{a['bytes_per_frame']} bytes per frame ({a['cluster_size']}, {a['window_dtype']})",
-            transform=ax.transAxes, ha="right", va="top", fontsize="small", gid="annotation",
-            bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
-    low, high = min(first, a["cap"]), max(first + span - 1, a["cap"])
-    pad = max(1, (high - low) // 20)
-    ax.set_xlim(low - pad, high + pad)
-    ax.set_xlabel("clusters per frame")
-    ax.set_ylabel("frames" if width == 1 else f"frames per {width} counts")
-    ax.legend(loc="upper left", frameon=False)
-    return ax.figure
+
+    def __init__(self, report: xr.Dataset, *, ax: Axes | None = None, fig: Figure | None = None,
+                 managed: bool = False):
+        self.ax = single_axes(ax, fig, managed=managed)
+        self.figure = self.ax.figure
+        self.artists = {}
+        values, edges, _ = _bars(report["histogram"].to_numpy())
+        self._keep("histogram", self.ax.stairs(values, edges, fill=True, color="#6baed6"))
+        cap = report.attrs["cap"]
+        self._keep("cap", self.ax.axvline(cap, color="#d7301f", lw=2, label=f"cap = {cap}"))
+        self._keep("annotation", self.ax.text(
+            0.98, 0.95, "", transform=self.ax.transAxes, ha="right", va="top",
+            fontsize="small", bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"}))
+        self.ax.set_xlabel("clusters per frame")
+        self._keep("legend", self.ax.legend(loc="upper left", frameon=False))
+        self.update(report)
+
+    def update(self, report: xr.Dataset) -> None:
+        """Show another report (another cap, or another run's counts)."""
+        a = report.attrs
+        values, edges, width = _bars(report["histogram"].to_numpy())
+        self.artists["histogram"].set_data(values, edges)
+        self.artists["cap"].set_xdata([a["cap"], a["cap"]])
+        self.artists["cap"].set_label(f"cap = {a['cap']}")
+        self.artists["legend"].get_texts()[0].set_text(f"cap = {a['cap']}")
+        self.artists["annotation"].set_text(_annotation(a))
+        low, high = min(edges[0] + 0.5, a["cap"]), max(edges[-1] - 0.5, a["cap"])
+        pad = max(1, (high - low) // 20)
+        self.ax.set_xlim(low - pad, high + pad)
+        self.ax.set_ylim(0, max(1, values.max()) * 1.05)
+        self.ax.set_ylabel("frames" if width == 1 else f"frames per {width} counts")
+
+
+def cap_plot(report: xr.Dataset, *, ax: Axes | None = None, fig: Figure | None = None) -> Figure:
+    """Draw a `CapView` of an `aare_lab.caps.cap_analysis` report and return its figure."""
+    return CapView(report, ax=ax, fig=fig).figure

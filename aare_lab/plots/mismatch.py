@@ -12,13 +12,15 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import xarray as xr
+from matplotlib.axes import Axes
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 
-from ..compare import check_comparable, compare_all, worst_mismatch
+from ..compare import check_comparable
 from ..labels import as_labelled
 from ..params import parse_cluster_size
-from ._figure import new_figure
+from ._figure import figure_for
+from ._view import View
 
 RING_COLOUR = "#ffbf00"
 
@@ -69,18 +71,16 @@ def _patch(centre: int, half: int, size: int) -> tuple[int, int]:
     return start, start + width
 
 
-def mismatch_panel(results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
-                   frame: int | None = None, y: int | None = None, x: int | None = None, *,
-                   labels: Sequence[str] | None = None, half_size: int | None = None,
-                   cmap: str = "viridis", fig: Figure | None = None) -> Figure:
-    """Draw the finders' clusters side by side around one site.
+class MismatchView(View):
+    """The finders' clusters side by side around one site.
 
     Parameters
     ----------
     results
         Two or more results over the same frames (a sequence or ``label -> result``).
     frame, y, x
-        The site; all None picks the worst mismatch (`aare_lab.compare.worst_mismatch`).
+        The site (for example `aare_lab.compare.worst_mismatch`, or a site of a
+        `aare_lab.compare.Comparison`).
     labels
         Names for a sequence of results.
     half_size
@@ -89,57 +89,99 @@ def mismatch_panel(results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
     cmap
         Colour map of the pedestal-subtracted values (one scale for all panels).
     fig
-        Figure to draw into (default: a new pyplot figure).
+        Figure to draw into (default: a new figure).
+    managed
+        For a new figure: create it through pyplot (see `aare_lab.plots.new_figure`).
 
-    Returns
-    -------
-    matplotlib.figure.Figure
+    Attributes
+    ----------
+    artists
+        Per label: ``footprints:<label>`` (image; gid ``footprints``), ``centres:<label>``
+        and ``rings:<label>`` (scatters; gids ``centres``, ``rings``), ``title:<label>``;
+        ``colorbar`` (a `~matplotlib.colorbar.Colorbar`, following the shared norm) and
+        ``title`` (the figure's).
 
     Raises
     ------
     ValueError
-        If the results cannot be compared, or no site is given and they agree everywhere.
+        If the results cannot be compared.
     """
-    labels, results = as_labelled(results, labels)
-    check_comparable(results, labels)
-    ry, rx = (s // 2 for s in parse_cluster_size(results[0].attrs["cluster_size"]))
-    half = 3 * max(ry, rx) + 2 if half_size is None else int(half_size)
-    if frame is None and y is None and x is None:
-        site = worst_mismatch(compare_all(results, labels), half)
-        if site is None:
-            raise ValueError("the results agree everywhere: there is no mismatch to show "
-                             "(give frame, y and x to draw a site anyway)")
-        frame, y, x = site
-    elif frame is None or y is None or x is None:
-        raise ValueError("give all of frame, y and x, or none of them for the worst mismatch")
-    ny, nx = (int(n) for n in np.asarray(results[0].attrs["frame_shape"]))
-    y0, y1 = _patch(int(y), half, ny)
-    x0, x1 = _patch(int(x), half, nx)
-    painted = [footprints(r, frame, (y0, y1, x0, x1)) for r in results]
-    centre_sets = [{tuple(c) for c in centres.tolist()} for _, centres in painted]
 
-    shown = np.concatenate([v.compressed() for v, _ in painted])
-    norm = Normalize(*(shown.min(), shown.max()) if shown.size else (0.0, 1.0))
-    n = len(results)
-    fig = new_figure(fig, (4.2 * n + 1.5, 4.4))
-    axes = fig.subplots(1, n, sharex=True, sharey=True, squeeze=False)[0]
-    image = None
-    for ax, label, (values, centres), mine in zip(axes, labels, painted, centre_sets):
-        others = [s for s in centre_sets if s is not mine]
-        missing = np.array([c for c in centres.tolist() if any(tuple(c) not in s for s in others)],
-                           dtype=float).reshape(-1, 2)
-        image = ax.imshow(values, cmap=cmap, norm=norm, interpolation="nearest",
-                          extent=(x0 - 0.5, x1 - 0.5, y1 - 0.5, y0 - 0.5))
-        image.set_gid("footprints")
-        ax.scatter(centres[:, 1], centres[:, 0], s=18, c="red", zorder=3, gid="centres")
-        ax.scatter(missing[:, 1], missing[:, 0], s=260, facecolors="none",
-                   edgecolors=RING_COLOUR, linewidths=2, zorder=4, gid="rings")
-        n = len(centres)
-        ax.set_title(f"{label}: {n} centre{'' if n == 1 else 's'}, {len(missing)} ringed",
-                     fontsize="medium")
-        ax.set_xlabel("x (pixel)")
-        ax.set_facecolor("#eeeeee")
-    axes[0].set_ylabel("y (pixel)")
-    fig.colorbar(image, ax=list(axes), label="pedestal-subtracted value (ADU)", shrink=0.85)
-    fig.suptitle(f"frame {frame}: rows {y0}..{y1 - 1}, columns {x0}..{x1 - 1}")
-    return fig
+    def __init__(self, results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
+                 frame: int, y: int, x: int, *, labels: Sequence[str] | None = None,
+                 half_size: int | None = None, cmap: str = "viridis",
+                 fig: Figure | None = None, managed: bool = False):
+        self.labels, self.results = as_labelled(results, labels)
+        check_comparable(self.results, self.labels)
+        ry, rx = (s // 2 for s in parse_cluster_size(self.results[0].attrs["cluster_size"]))
+        self.half = 3 * max(ry, rx) + 2 if half_size is None else int(half_size)
+        n = len(self.results)
+        self.figure = figure_for(fig, (4.2 * n + 1.5, 4.4), managed)
+        self.axes: list[Axes] = list(self.figure.subplots(1, n, sharex=True, sharey=True,
+                                                          squeeze=False)[0])
+        self.norm = Normalize(0.0, 1.0)
+        self.artists = {}
+        for ax, label in zip(self.axes, self.labels):
+            image = ax.imshow(np.ma.masked_all((1, 1)), cmap=cmap, norm=self.norm,
+                              interpolation="nearest", gid="footprints")
+            self._keep(f"footprints:{label}", image)
+            self._keep(f"centres:{label}", ax.scatter([], [], s=18, c="red", zorder=3,
+                                                      gid="centres"))
+            self._keep(f"rings:{label}", ax.scatter([], [], s=260, facecolors="none",
+                                                    edgecolors=RING_COLOUR, linewidths=2,
+                                                    zorder=4, gid="rings"))
+            self._keep(f"title:{label}", ax.set_title("", fontsize="medium"))
+            ax.set_xlabel("x (pixel)")
+            ax.set_facecolor("#eeeeee")
+        self.axes[0].set_ylabel("y (pixel)")
+        self.artists["colorbar"] = self.figure.colorbar(
+            image, ax=self.axes, label="pedestal-subtracted value (ADU)", shrink=0.85)
+        self._keep("title", self.figure.suptitle(""))
+        self.update(frame, y, x)
+
+    def update(self, frame: int, y: int, x: int,
+               results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset] | None = None) -> None:
+        """Show another site, optionally of new results (as many, in the same order)."""
+        if results is not None:
+            _, results = as_labelled(results, self.labels)
+            check_comparable(results, self.labels)
+            self.results = results
+        ny, nx = (int(n) for n in np.asarray(self.results[0].attrs["frame_shape"]))
+        y0, y1 = _patch(int(y), self.half, ny)
+        x0, x1 = _patch(int(x), self.half, nx)
+        painted = [footprints(r, frame, (y0, y1, x0, x1)) for r in self.results]
+        centre_sets = [{tuple(c) for c in centres.tolist()} for _, centres in painted]
+        shown = np.concatenate([v.compressed() for v, _ in painted])
+        # One norm for every panel: changing it recolours them all.
+        self.norm.vmin, self.norm.vmax = ((float(shown.min()), float(shown.max()))
+                                          if shown.size else (0.0, 1.0))
+        extent = (x0 - 0.5, x1 - 0.5, y1 - 0.5, y0 - 0.5)
+        for label, (values, centres), mine in zip(self.labels, painted, centre_sets):
+            others = [s for s in centre_sets if s is not mine]
+            missing = np.array([c for c in centres.tolist()
+                                if any(tuple(c) not in s for s in others)],
+                               dtype=float).reshape(-1, 2)
+            image = self.artists[f"footprints:{label}"]
+            image.set_data(values)
+            image.set_extent(extent)
+            self.artists[f"centres:{label}"].set_offsets(centres[:, ::-1].astype(float))
+            self.artists[f"rings:{label}"].set_offsets(missing[:, ::-1])
+            n = len(centres)
+            self.artists[f"title:{label}"].set_text(
+                f"{label}: {n} centre{'' if n == 1 else 's'}, {len(missing)} ringed")
+        self.axes[0].set_xlim(extent[0], extent[1])
+        self.axes[0].set_ylim(extent[2], extent[3])
+        self.artists["title"].set_text(
+            f"frame {frame}: rows {y0}..{y1 - 1}, columns {x0}..{x1 - 1}")
+
+
+def mismatch_panel(results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
+                   frame: int, y: int, x: int, *, labels: Sequence[str] | None = None,
+                   half_size: int | None = None, cmap: str = "viridis",
+                   fig: Figure | None = None) -> Figure:
+    """Draw a `MismatchView` of one site and return its figure.
+
+    The worst site of a comparison is ``aare_lab.compare.worst_mismatch(comparisons)``.
+    """
+    return MismatchView(results, frame, y, x, labels=labels, half_size=half_size, cmap=cmap,
+                        fig=fig).figure
