@@ -1,26 +1,33 @@
-"""The main job on the embedded default: a simulated MÖNCH03 run through every CPU finder.
+"""The main job on the embedded default: a simulated MÖNCH03 run through every finder.
 
 `run_demo` simulates dark and data frames, trains one pedestal, runs each finder from a
 copy of it, and measures what a beamline scientist would check first: how many clusters
 each finder found, whether the finders agree, where the Kα line sits and how wide it is,
-and whether the cluster count recovers the simulated photons.
+and whether the cluster count recovers the simulated photons. A finder this machine
+cannot run (cuda without CuPy or a GPU) is left out and the report says why.
+`save_demo` writes what a user looks at (the spectrum, a summary, per-frame counts) and,
+only on request, every finder's full result.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
+from ._version import __version__
 from .compare import compare
-from .finders import available_finders, get_finder
+from .finders import FINDERS, get_finder
 from .fit import PeakFit, fit_peak
+from .gpu import GpuUnavailable
 from .pedestal import Pedestal
 from .pipeline import DARK_CHUNK
-from .results import spectrum
+from .results import save_result, spectrum
 from .simulate import Beam, Detector, Simulator, Truth
 
 SPECTRUM_BIN_ADU = 2.0
@@ -42,6 +49,7 @@ class DemoReport:
     peak: PeakFit | None = None
     reference: str = ""
     truth: Truth | None = None
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def kalpha_kev(self) -> float:
@@ -76,6 +84,7 @@ class DemoReport:
             lines.append(f"{name:<8} {result.sizes['cluster']:>10} "
                          f"{self.clusters_per_frame(name):>10.1f} {sec:>8.2f} "
                          f"{self.n_frames / sec:>9.0f}")
+        lines += [f"{name:<8} skipped: {why}" for name, why in self.skipped.items()]
         lines += [f"agreement {row}" for row in self.agreement]
         rel = 100 * (self.peak_kev / self.kalpha_kev - 1)
         lines.append(
@@ -89,6 +98,40 @@ class DemoReport:
             f"simulated photons/frame ({100 * (found / self.photons_per_frame - 1):+.1f} %, "
             "pile-up merges overlapping photons)")
         return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        """The report as plain JSON-able data (what ``summary.json`` holds)."""
+        reference = self.results[self.reference]
+        return {
+            "aare_lab_version": __version__,
+            "frame_shape": list(self.detector.frame_shape),
+            "gain_adu_per_kev": self.detector.gain_adu_per_kev,
+            "noise_adu": self.detector.noise_adu,
+            "mean_photons_per_frame": self.beam.photons_per_frame,
+            "n_dark": self.n_dark,
+            "n_frames": self.n_frames,
+            "seed": self.seed,
+            "n_sigma": reference.attrs["n_sigma"],
+            "cluster_size": reference.attrs["cluster_size"],
+            "finders": {
+                name: {"clusters": int(result.sizes["cluster"]),
+                       "clusters_per_frame": self.clusters_per_frame(name),
+                       "seconds": self.seconds[name]}
+                for name, result in self.results.items()
+            },
+            "skipped": dict(self.skipped),
+            "agreement": list(self.agreement),
+            "kalpha": {
+                "finder": self.reference,
+                "position_adu": self.peak.position,
+                "position_err_adu": self.peak.position_err,
+                "position_kev": self.peak_kev,
+                "simulated_kev": self.kalpha_kev,
+                "fwhm_adu": self.peak.fwhm,
+                "resolution": self.peak.resolution,
+            },
+            "simulated_photons_per_frame": self.photons_per_frame,
+        }
 
 
 def run_demo(n_dark: int = 1000, n_frames: int = 500, *, seed: int = 0,
@@ -110,17 +153,23 @@ def run_demo(n_dark: int = 1000, n_frames: int = 500, *, seed: int = 0,
     cluster_size, n_sigma
         Finder parameters.
     finders
-        Finder names (default: all available here).
+        Finder names (default: every finder; one that cannot run here is skipped and
+        the report's ``skipped`` says why).
     progress
         Show progress bars.
 
     Returns
     -------
     DemoReport
+
+    Raises
+    ------
+    GpuUnavailable
+        When ``finders`` names cuda and this machine cannot run it.
     """
     detector = detector or Detector()
     beam = beam or Beam()
-    names = finders or available_finders()
+    names, skipped = (list(finders), {}) if finders else runnable_finders()
     sim = Simulator(detector, beam, seed)
     pedestal = Pedestal(detector.frame_shape, n_dark)
     with tqdm(total=n_dark, unit="frame", desc="dark frames", disable=not progress) as bar:
@@ -139,7 +188,76 @@ def run_demo(n_dark: int = 1000, n_frames: int = 500, *, seed: int = 0,
                  for i, a in enumerate(names) for b in names[i + 1:]]
     return DemoReport(detector, beam, n_dark, n_frames, sim.seed, cluster_size, results,
                       seconds, agreement, kalpha_fit(results[reference], detector, beam),
-                      reference, truth)
+                      reference, truth, skipped)
+
+
+def runnable_finders() -> tuple[list[str], dict[str, str]]:
+    """Every registered finder that can run here, and why each of the others cannot.
+
+    Returns
+    -------
+    tuple
+        The runnable names, and ``{name: reason}`` for the others (the message of the
+        `GpuUnavailable` that the finder's availability check raised).
+    """
+    names, skipped = [], {}
+    for name, finder in FINDERS.items():
+        try:
+            finder.require_available()
+        except GpuUnavailable as err:
+            skipped[name] = str(err)
+        else:
+            names.append(name)
+    return names, skipped
+
+
+def save_demo(report: DemoReport, out: str | Path, *, full_results: bool = False) -> list[Path]:
+    """Write a demo's report into the folder ``out`` (created if needed).
+
+    Parameters
+    ----------
+    report
+        What `run_demo` returned.
+    out
+        The folder.
+    full_results
+        Also write every finder's full result as ``<finder>.nc`` (all windows: about
+        0.13 MB per frame and finder at MÖNCH03's default occupancy, so 65 MB each for
+        the default 500 frames).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written: ``spectrum.png`` (the spectra with the fitted Kα peaks),
+        ``summary.txt`` (the printed report), ``summary.json`` (`DemoReport.to_dict`),
+        ``summary.nc`` (``n_found``/``n_kept`` per finder and frame, and the spectra
+        ``counts`` per finder and energy bin), then the full results if asked.
+    """
+    from .plots import spectrum_plot
+    from .spectra import fit_peaks, spectra
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    spec = spectra(report.results, bins=spectrum_bins(report.detector, report.beam))
+    window = kalpha_window(report.results[report.reference], report.detector, report.beam)
+    figure = spectrum_plot(spec, fit_peaks(spec, window))
+    paths = [out / name for name in ("spectrum.png", "summary.txt", "summary.json",
+                                     "summary.nc")]
+    figure.savefig(paths[0], dpi=120)
+    paths[1].write_text(f"{report}\n", encoding="utf-8")
+    paths[2].write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n",
+                        encoding="utf-8")
+    finder = xr.DataArray(list(report.results), dims="finder", name="finder")
+    counts = xr.concat([r[["n_found", "n_kept"]] for r in report.results.values()], dim=finder)
+    summary = counts.assign(counts=spec)
+    summary.attrs = {"title": "aare-lab demo: clusters per frame and spectra per finder",
+                     "aare_lab_version": __version__}
+    save_result(summary, paths[3])
+    if full_results:
+        for name, result in report.results.items():
+            paths.append(out / f"{name}.nc")
+            save_result(result, paths[-1])
+    return paths
 
 
 def spectrum_bins(detector: Detector, beam: Beam) -> np.ndarray:

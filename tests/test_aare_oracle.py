@@ -3,7 +3,7 @@
 aare 2026.3.17's ClusterFinder is the serial model with running noise; aare 2026.9.30's is
 the frozen model with fixed noise. aare runs in its own interpreter (see `aare_env`);
 ``.ci/run`` builds both releases, elsewhere set ``AARE_PYTHON_2026_3_17`` /
-``AARE_PYTHON_2026_9_30`` or build them with ``../shared/tools/install_aare.sh``.
+``AARE_PYTHON_2026_9_30`` or build them with ``tools/install_aare.sh``.
 """
 
 import subprocess
@@ -45,7 +45,7 @@ def test_finder_equals_aare_cluster_for_cluster(mönch_run, version, cluster_siz
     python = aare_python(version)
     if python is None:
         pytest.skip(f"aare {version} is not installed: run AARE_VERSION={version} "
-                    f"VENV=/opt/aare-{version} bash ../shared/tools/install_aare.sh "
+                    f"VENV=/opt/aare-{version} bash tools/install_aare.sh "
                     f"(or set AARE_PYTHON_{version.replace('.', '_')})")
     folder, dark, frames = mönch_run
     out = folder / f"aare-{version}-{cluster_size[0]}x{cluster_size[1]}.npz"

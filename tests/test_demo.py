@@ -1,14 +1,23 @@
 """The main job: physics recovered from the simulation, and the `aare-lab demo` command."""
 
+import json
+
 import numpy as np
 import pytest
+import xarray as xr
 
 from aare_lab.cli import main
 from aare_lab.demo import run_demo
+from aare_lab.finders import FINDERS, CudaFinder
+from aare_lab.gpu import GpuUnavailable, cupy_or_raise, gpu_available
 from aare_lab.results import load_result
 from aare_lab.simulate import Beam, Detector
 
 KALPHA_KEV = 8.05
+# The default output is a summary: far below the 0.13 MB per frame of a full result.
+SMALL_FILE_BYTES = 200_000
+SMALL_RUN = ["demo", "--frames", "30", "--dark", "60", "--shape", "96x96", "--photons", "130",
+             "--quiet"]
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +35,17 @@ def test_kalpha_peak_sits_at_gain_times_line_energy(report):
     assert 0.08 < report.peak.resolution < 0.14
 
 
-def test_every_finder_ran_and_they_agree(report):
-    assert set(report.results) == {"serial", "frozen"}
+def test_every_finder_ran_or_was_skipped_with_the_reason(report):
+    assert set(report.results) | set(report.skipped) == set(FINDERS)
+    assert {"serial", "frozen"} <= set(report.results)
+    if not gpu_available():
+        with pytest.raises(GpuUnavailable) as missing:
+            cupy_or_raise()
+        assert report.skipped == {"cuda": str(missing.value)}
+        assert f"cuda     skipped: {missing.value}" in str(report)
+
+
+def test_every_cpu_finder_agrees(report):
     serial, frozen = report.results["serial"], report.results["frozen"]
     assert serial.sizes["cluster"] > 300 * report.n_frames
     diff = abs(serial.sizes["cluster"] - frozen.sizes["cluster"])
@@ -53,18 +71,47 @@ def test_photons_are_recovered_at_moderate_occupancy():
     assert np.mean(near) > 0.97
 
 
-def test_demo_command_writes_report_png_and_results(tmp_path, capsys):
+def test_demo_command_writes_a_small_summary_by_default(tmp_path, capsys):
     out = tmp_path / "demo"
-    code = main(["demo", "--frames", "30", "--dark", "60", "--shape", "96x96", "--photons",
-                 "130", "--out", str(out), "--quiet"])
-    assert code == 0
+    assert main([*SMALL_RUN, "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "Kα peak (frozen)" in text and "agreement serial vs frozen" in text
-    assert (out / "spectrum.png").stat().st_size > 10_000
+    assert "--full-results" in text
+    written = {p.name: p.stat().st_size for p in out.iterdir()}
+    assert set(written) == {"spectrum.png", "summary.txt", "summary.json", "summary.nc"}
+    assert written["spectrum.png"] > 10_000
+    assert max(written.values()) < SMALL_FILE_BYTES
+    assert (out / "summary.txt").read_text(encoding="utf-8") in text
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["kalpha"]["finder"] == "frozen"
+    assert summary["finders"]["serial"]["clusters"] == summary["finders"]["frozen"]["clusters"]
+    with xr.open_dataset(out / "summary.nc", engine="h5netcdf") as small:
+        assert small["n_found"].sizes == {"finder": 2, "frame": 30}
+        assert int(small["n_kept"].sel(finder="frozen").sum()) \
+            == summary["finders"]["frozen"]["clusters"]
+        assert small["counts"].dims == ("finder", "energy")
+
+
+def test_demo_command_writes_full_results_on_request(tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert main([*SMALL_RUN, "--out", str(out), "--full-results"]) == 0
+    assert "--full-results also" not in capsys.readouterr().out
     for name in ("serial", "frozen"):
         result = load_result(out / f"{name}.nc")
         assert result.attrs["finder"] == name
         assert result.sizes["frame"] == 30
+
+
+def test_demo_command_says_why_cuda_is_skipped(tmp_path, capsys, monkeypatch):
+    # The machine's own check, made to fail, so the message is tested with and without a GPU.
+    def no_gpu(cls):
+        raise GpuUnavailable("no GPU in this test")
+
+    monkeypatch.setattr(CudaFinder, "require_available", classmethod(no_gpu))
+    assert main([*SMALL_RUN, "--out", str(tmp_path / "demo")]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert "cuda     skipped: no GPU in this test" in table
+    assert not any(line.startswith("cuda ") and "skipped" not in line for line in table)
 
 
 def test_demo_command_refuses_bad_input(capsys):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..results import save_result
 from ..simulate import Beam, Detector
 from .options import cluster_size, positive_float, positive_int
 
@@ -15,9 +14,11 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "demo", help="simulate a MÖNCH03 run and find clusters with every finder",
         description="Simulate a MÖNCH03 run (400x400, Cu Kα/Kβ), train a pedestal, find "
-                    "clusters with every finder available here, and report clusters, "
-                    "agreement, the Kα peak and the energy resolution; writes the spectrum "
-                    "PNG and the result netCDF files.",
+                    "clusters with every finder that can run here (a skipped one is named, "
+                    "with the reason), and report clusters, agreement, the Kα peak and the "
+                    "energy resolution; writes spectrum.png, summary.txt, summary.json and "
+                    "summary.nc (per-frame counts and spectra), and with --full-results "
+                    "every finder's result.",
     )
     parser.add_argument("--frames", type=positive_int, default=500, help="data frames (500)")
     parser.add_argument("--dark", type=positive_int, default=1000,
@@ -30,7 +31,10 @@ def register(subparsers) -> None:
     parser.add_argument("--n-sigma", type=positive_float, default=5.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("demo"),
-                        help="folder for spectrum.png and <finder>.nc (demo/)")
+                        help="folder for the files written (demo/)")
+    parser.add_argument("--full-results", action="store_true",
+                        help="also write every finder's full result as <finder>.nc "
+                             "(about 65 MB each for the default run)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(run=run)
 
@@ -48,12 +52,7 @@ def cluster_shape(text: str) -> tuple[int, int]:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``aare-lab demo``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from ..demo import kalpha_window, run_demo, spectrum_bins
-    from ..plots import spectrum_plot
-    from ..spectra import spectra
+    from ..demo import run_demo, save_demo
 
     detector = Detector(frame_shape=args.shape)
     beam = Beam(photons_per_frame=args.photons)
@@ -61,13 +60,8 @@ def run(args: argparse.Namespace) -> int:
                       cluster_size=args.cluster_size, n_sigma=args.n_sigma,
                       progress=not args.quiet)
     print(report)
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, result in report.results.items():
-        save_result(result, args.out / f"{name}.nc")
-    reference = report.results[report.reference]
-    figure = spectrum_plot(spectra(report.results, bins=spectrum_bins(detector, beam)),
-                           fits=True, window=kalpha_window(reference, detector, beam))
-    figure.savefig(args.out / "spectrum.png", dpi=120)
-    print(f"wrote {args.out / 'spectrum.png'} and "
-          f"{', '.join(str(args.out / f'{n}.nc') for n in report.results)}")
+    paths = save_demo(report, args.out, full_results=args.full_results)
+    print(f"wrote {', '.join(str(p) for p in paths)}")
+    if not args.full_results:
+        print("(--full-results also writes every finder's clusters and windows as <finder>.nc)")
     return 0
