@@ -8,6 +8,12 @@ import pytest
 collect_ignore = ["oracle_runner.py"]
 
 
+@pytest.fixture(params=[False, True], ids=["png", "ipympl"])
+def interactive(request):
+    """Figures as static PNGs (False) and as ipympl canvases (True)."""
+    return request.param
+
+
 def pytest_collection_modifyitems(config, items):
     """Skip GPU tests, with the reason, where the cuda finder cannot run; in CI
     (``AARE_LAB_REQUIRE_AARE=1``) an aare oracle test that would skip fails."""

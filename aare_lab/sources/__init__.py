@@ -16,6 +16,7 @@ from .arrays import ArraySource
 from .base import FrameChunk, FrameSource, SourceView, existing_file, split_dark
 from .hdf5 import Hdf5Source, list_stacks
 from .npy import NpySource, NpzSource
+from .paced import PacedSource
 from .raw import RawSource
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "Hdf5Source",
     "NpySource",
     "NpzSource",
+    "PacedSource",
     "RawSource",
     "SourceView",
     "open_source",

@@ -1,0 +1,98 @@
+"""What every aare_lab widget shares: its UI loop, worker, pump, status line and figures."""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+
+from .controls import StatusLine
+from .figures import FigureHost
+from .graph import Task
+from .loop import DEFAULT_MAX_HZ, Pump, UiLoop, Worker, wait_until
+
+
+class InteractiveWidget(widgets.VBox):
+    """A widget box that computes on a worker and draws on the UI thread.
+
+    Create it in a notebook cell (on the kernel's main thread). Subclasses build their
+    graph with `task` and `view`, and lay out their children with `layout_children`.
+
+    Parameters
+    ----------
+    interactive
+        Figures as ipympl canvases (True), static PNGs (False), or by the backend (None).
+    max_hz
+        Redraws per second at most.
+    """
+
+    def __init__(self, *, interactive: bool | None = None, max_hz: float = DEFAULT_MAX_HZ):
+        super().__init__()
+        self.ui = UiLoop()
+        self.worker = Worker(f"aare_lab-{type(self).__name__}")
+        self.status = StatusLine()
+        self.progress = widgets.FloatProgress(value=0.0, min=0.0, max=1.0,
+                                              layout=widgets.Layout(width="12em"))
+        self.pump = Pump(self.ui, max_hz, on_error=self._view_failed)
+        self._interactive = interactive
+        self.hosts: list[FigureHost] = []
+        self.tasks: list[Task] = []
+
+    def figure_host(self, figsize: tuple[float, float] = (7.0, 4.5)) -> FigureHost:
+        """A new figure owned by this widget."""
+        host = FigureHost(self.ui, figsize, interactive=self._interactive)
+        self.hosts.append(host)
+        return host
+
+    def task(self, func, *parents, name: str) -> Task:
+        """A graph node computed on this widget's worker, reported in the status line."""
+        node = Task(func, *parents, worker=self.worker, ui=self.ui, name=name,
+                    on_state=self._task_state)
+        self.tasks.append(node)
+        return node
+
+    @property
+    def busy(self) -> bool:
+        """Whether a computation runs or waits, or views wait for a redraw."""
+        return self.worker.busy or any(t.running for t in self.tasks) or self.pump.pending
+
+    @property
+    def error(self) -> str | None:
+        """The error shown in the status line, if any."""
+        return self.status.error
+
+    def wait(self, timeout: float = 120.0) -> None:
+        """Block until computations and redraws are done (scripts, tests, asserting cells).
+
+        Runs the UI thread's queue meanwhile, so it must be called on that thread.
+        """
+        wait_until(self.ui, lambda: not self.busy, timeout)
+
+    def close(self) -> None:
+        """Stop the worker and close the widget."""
+        worker = getattr(self, "worker", None)  # absent if __init__ failed before it
+        if worker is not None:
+            worker.stop()
+        super().close()
+
+    def _task_state(self, task: Task) -> None:
+        fraction, _ = task.progress
+        self.progress.value = 1.0 if not task.running else fraction
+        if task.error is not None:
+            self.status.fail(_message(task.error))
+        elif task.running:
+            self.progress.bar_style = "info"
+        else:
+            self.progress.bar_style = "success"
+            self.status.show(self.describe(task))
+
+    def describe(self, task: Task) -> str:
+        """The status text after ``task`` finished."""
+        return f"{task.name} done"
+
+    def _view_failed(self, view, error: BaseException) -> None:
+        self.status.fail(f"drawing failed: {_message(error)}")
+
+
+def _message(error: BaseException) -> str:
+    text = str(error) or type(error).__name__
+    return text if isinstance(error, (ValueError, RuntimeError)) \
+        else f"{type(error).__name__}: {text}"

@@ -1,0 +1,76 @@
+"""ipywidgets wired to graph inputs on the UI thread, and the status line every widget shows."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+import ipywidgets as widgets
+import numpy as np
+
+from .graph import Input
+from .loop import UiLoop
+
+
+class StatusLine:
+    """One line under a widget: what ran and how fast, or what went wrong.
+
+    An error is shown in red beside the last good result, which stays on screen.
+    """
+
+    def __init__(self):
+        self.widget = widgets.HTML(value="", layout=widgets.Layout(min_height="1.6em"))
+        self.text = ""
+        self.error: str | None = None
+
+    def show(self, text: str) -> None:
+        """Show a normal status text (clears a shown error)."""
+        self.text, self.error = text, None
+        self.widget.value = f"<span style='color:#333'>{html.escape(text)}</span>"
+
+    def fail(self, message: str) -> None:
+        """Show an error message (the views keep their last good state)."""
+        self.error = message
+        kept = f" <span style='color:#777'>(showing the last good result: {html.escape(self.text)})</span>" \
+            if self.text else ""
+        self.widget.value = f"<span style='color:#b2182b'>⚠ {html.escape(message)}</span>{kept}"
+
+
+def forward(ui: UiLoop, control: widgets.ValueWidget, node: Input, status: StatusLine,
+            convert: Callable | None = None) -> None:
+    """Send a control's new values to ``node`` on the UI thread.
+
+    ipykernel 7 may call the observer on a subshell thread, so the observer only hands
+    the value over. A value that ``convert`` rejects (ValueError, TypeError) is reported
+    in ``status`` and the node keeps its last good value.
+    """
+    def apply(value):
+        try:
+            node.set(convert(value) if convert is not None else value)
+        except (ValueError, TypeError) as err:
+            status.fail(f"{control.description or node.name}: {err}")
+
+    control.observe(lambda change: ui.call_soon(apply, change["new"]), names="value")
+
+
+#: Cluster sizes offered; any odd NYxNX from 3 to 11 can be typed.
+CLUSTER_SIZES = ("3x3", "5x5", "7x7", "9x9", "11x11", "3x5", "5x3")
+
+
+def cluster_size_box(size: tuple[int, int]) -> widgets.Combobox:
+    """A box to pick or type a cluster size, showing ``size``."""
+    return widgets.Combobox(value=size_text(size), options=CLUSTER_SIZES, ensure_option=False,
+                            description="cluster", continuous_update=False)
+
+
+def size_text(size) -> str:
+    """``(3, 5)``, ``3`` or ``"3x5"`` as the text the cluster-size box shows."""
+    return size if isinstance(size, str) else "x".join(str(int(v)) for v in np.broadcast_to(size, 2))
+
+
+def n_sigma_value(value) -> float:
+    """A threshold typed into a box: a finite number > 0."""
+    value = float(value)
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"nσ must be a finite number > 0, got {value!r}")
+    return value

@@ -1,0 +1,105 @@
+"""Figures owned by a widget: drawn only on the UI thread, shown once, with any backend.
+
+With the ipympl backend (``%matplotlib widget``) a figure gets its own ipympl canvas,
+outside pyplot (so it is never displayed twice), and every message the browser sends it
+(draw, resize, mouse events), which ipykernel 7 delivers on a subshell thread, is handed to
+the UI thread before matplotlib sees it. With any other backend the figure is rendered to
+a PNG shown in an ``ipywidgets.Image`` that is replaced when the figure changes.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import threading
+
+import ipywidgets as widgets
+import matplotlib
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from .loop import UiLoop
+
+_NUMBERS = itertools.count(1000)
+
+
+def ipympl_active() -> bool:
+    """Whether matplotlib's backend is ipympl (``%matplotlib widget`` / ``ipympl``)."""
+    backend = matplotlib.get_backend().lower()
+    return "ipympl" in backend or backend.endswith("widget")
+
+
+class FigureHost:
+    """A matplotlib figure and the widget that shows it.
+
+    Parameters
+    ----------
+    ui
+        The UI loop; figures are drawn on its thread only.
+    figsize
+        Inches.
+    interactive
+        True: an ipympl canvas; False: a PNG image; None: ipympl where it is the backend.
+
+    Attributes
+    ----------
+    figure
+        The `matplotlib.figure.Figure` views draw into.
+    widget
+        The ipywidget to place in a layout (the canvas, or an ``Image``).
+    draw_threads
+        Thread idents of every draw of the figure (tests check they are the UI thread's).
+    """
+
+    def __init__(self, ui: UiLoop, figsize: tuple[float, float] = (7.0, 4.5), *,
+                 interactive: bool | None = None):
+        self.ui = ui
+        self.interactive = ipympl_active() if interactive is None else bool(interactive)
+        self.figure = Figure(figsize=figsize, layout="constrained")
+        self.draw_threads: list[int] = []
+        if self.interactive:
+            from ipympl.backend_nbagg import Canvas, FigureManager
+
+            canvas = Canvas(self.figure)
+            self.manager = FigureManager(canvas, next(_NUMBERS))
+            canvas.header_visible = False
+            canvas.toolbar_position = "left"
+            for source in (canvas, self.manager.toolbar):
+                source.on_msg(canvas._handle_message, remove=True)
+                source.on_msg(self._on_message)
+            self.widget = canvas
+        else:
+            FigureCanvasAgg(self.figure)
+            self.manager = None
+            self.widget = widgets.Image(format="png")
+        self.figure.canvas.mpl_connect("draw_event", self._drawn)
+
+    def _on_message(self, widget, content, buffers) -> None:
+        # Comm messages arrive on whatever thread the kernel serves them on.
+        if self.ui.on_ui_thread:
+            self.figure.canvas._handle_message(widget, content, buffers)
+        else:
+            self.ui.call_soon(self.figure.canvas._handle_message, widget, content, buffers)
+
+    def _drawn(self, event) -> None:
+        self.draw_threads.append(threading.get_ident())
+
+    def redraw(self) -> None:
+        """Show the figure's current state: ``draw_idle`` on a canvas, a new PNG otherwise."""
+        if not self.ui.on_ui_thread:
+            raise RuntimeError("figures are redrawn on the UI thread only")
+        if self.interactive:
+            self.figure.canvas.draw_idle()
+        else:
+            buffer = io.BytesIO()
+            self.figure.savefig(buffer, format="png")
+            self.widget.value = buffer.getvalue()
+
+    def send_event(self, content: dict) -> None:
+        """Deliver a browser message (``{"type": "button_press", "x": ..., ...}``) as the
+        front end would, on the calling thread; for tests and notebooks without a browser."""
+        if self.interactive:
+            self._on_message(self.widget, content, [])
+        else:
+            raise RuntimeError("a static figure takes no browser events; use the view's "
+                               "methods (e.g. select) instead")

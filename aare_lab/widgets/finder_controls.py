@@ -1,0 +1,219 @@
+"""FinderControls: change the finder and its parameters, see the run and its spectrum."""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+import numpy as np
+
+from ..checks import positive_int
+from ..finders import FINDERS, available_finders
+from ..params import parse_cluster_size
+from ..pedestal import NOISE_MODES, PEDESTAL_DTYPES
+from ..spec import FinderSpec
+from ..results import spectrum
+from .base import InteractiveWidget
+from .controls import cluster_size_box, forward, n_sigma_value, size_text
+from .graph import Input, Node, ViewNode
+from .run import FinderRunner, RunOutcome
+
+class FinderControls(InteractiveWidget):
+    """Finder, nσ, cluster size, pedestal dtype, noise and cap; every change re-runs.
+
+    The run starts from the same trained pedestal each time, on a bounded preview of the
+    frames on the CPU, or on the frames kept on the GPU (from a device snapshot of the
+    pedestal) for ``cuda``. It shows which finder ran, how long it took, frames/s and the
+    ``n_found``/``n_kept`` totals, and updates every attached view (a spectrum by default).
+
+    Parameters
+    ----------
+    frames
+        The frames to run on (array, file spec or source).
+    dark
+        Dark frames (to train a pedestal for each dtype and noise mode).
+    pedestal
+        A trained pedestal instead of ``dark`` (then dtype and noise are the pedestal's).
+    spec
+        The starting `aare_lab.FinderSpec` (default: frozen, 5σ, 3x3, no cap; ``cuda``
+        where a GPU is present).
+    preview_frames
+        Frames each run uses at most (default: 200 on the CPU, all on the GPU).
+    clusters
+        Keep clusters (the result Dataset, for other views); False histograms on the fly
+        (fastest on the GPU) over ``bins``.
+    bins
+        Spectrum bin edges (ADU); default from the first result's energies.
+    gain
+        ADU per keV, for an energy axis in keV.
+    interactive, max_hz
+        As for `aare_lab.widgets.base.InteractiveWidget`.
+
+    Examples
+    --------
+    >>> from aare_lab.simulate import Beam, Detector, Simulator
+    >>> sim = Simulator(Detector(frame_shape=(16, 16)), Beam(photons_per_frame=3), seed=0)
+    >>> dark, (frames, _) = sim.dark(20), sim.frames(5)
+    >>> controls = FinderControls(frames, dark, spec=FinderSpec("frozen"), interactive=False)
+    >>> controls.set(n_sigma=4); controls.wait()
+    >>> controls.spec.n_sigma, controls.outcome.frames
+    (4.0, 5)
+    """
+
+    def __init__(self, frames, dark=None, *, pedestal=None, spec: FinderSpec | None = None,
+                 preview_frames: int | None = None, clusters: bool = True,
+                 bins: np.ndarray | None = None, gain: float | None = None,
+                 interactive: bool | None = None, max_hz: float = 4.0):
+        super().__init__(interactive=interactive, max_hz=max_hz)
+        finders = available_finders()
+        if spec is None:
+            spec = FinderSpec("cuda" if "cuda" in finders else "frozen")
+        if preview_frames is None and spec.finder != "cuda":
+            preview_frames = 200
+        self.runner = FinderRunner(frames, dark=dark, pedestal=pedestal,
+                                   n_pedestal=spec.n_pedestal, preview_frames=preview_frames)
+        if not clusters and bins is None:
+            raise ValueError("clusters=False histograms on the fly: give the bin edges (bins=)")
+        self.bins = None if bins is None else np.asarray(bins, float)
+        self.keep_clusters = clusters
+        self.gain = gain
+
+        # Every finder is offered: picking cuda without a GPU says what to install.
+        self.finder = widgets.Dropdown(options=list(FINDERS), value=spec.finder,
+                                       description="finder")
+        self.n_sigma = widgets.BoundedFloatText(value=spec.n_sigma, min=0.0, max=100.0,
+                                                step=0.1, description="nσ")
+        self.n_sigma_slider = widgets.FloatSlider(value=spec.n_sigma, min=1.0, max=10.0,
+                                                  step=0.1, continuous_update=False,
+                                                  readout=False)
+        widgets.jslink((self.n_sigma, "value"), (self.n_sigma_slider, "value"))
+        self.cluster_size = cluster_size_box(spec.cluster_size)
+        self.pedestal_dtype = widgets.Dropdown(options=list(PEDESTAL_DTYPES),
+                                               value=spec.pedestal_dtype,
+                                               description="pedestal")
+        self.noise = widgets.Dropdown(options=list(NOISE_MODES), value=spec.noise,
+                                      description="noise")
+        cap = spec.max_clusters_per_frame
+        self.cap_enabled = widgets.Checkbox(value=cap is not None, description="cap",
+                                            indent=False, layout=widgets.Layout(width="5em"))
+        self.cap = widgets.IntText(value=cap or 4000, description="max/frame",
+                                   disabled=cap is None)
+
+        inputs = {
+            "finder": Input(spec.finder, "finder"),
+            "n_sigma": Input(spec.n_sigma, "n_sigma"),
+            "cluster_size": Input(spec.cluster_size, "cluster_size"),
+            "pedestal_dtype": Input(spec.pedestal_dtype, "pedestal_dtype"),
+            "noise": Input(spec.noise, "noise"),
+            "max_clusters_per_frame": Input(cap, "max_clusters_per_frame"),
+        }
+        self.inputs = inputs
+        forward(self.ui, self.finder, inputs["finder"], self.status)
+        forward(self.ui, self.n_sigma, inputs["n_sigma"], self.status, n_sigma_value)
+        forward(self.ui, self.cluster_size, inputs["cluster_size"], self.status,
+                parse_cluster_size)
+        forward(self.ui, self.pedestal_dtype, inputs["pedestal_dtype"], self.status)
+        forward(self.ui, self.noise, inputs["noise"], self.status)
+        forward(self.ui, self.cap, inputs["max_clusters_per_frame"], self.status,
+                lambda v: positive_int("max_clusters_per_frame", v))
+        self.cap_enabled.observe(lambda change: self.ui.call_soon(self._cap_toggled,
+                                                                  change["new"]),
+                                 names="value")
+        if pedestal is not None and dark is None:
+            self.pedestal_dtype.disabled = self.noise.disabled = True
+
+        # The controls' values over the given spec, which keeps what has no control
+        # (window dtype, n_pedestal).
+        self.spec_node = Node(lambda *values: spec.replace(**dict(zip(inputs, values))),
+                              *inputs.values(), name="spec")
+        self.run_node = self.task(self._run, self.spec_node, name="run")
+        self.spectrum_host = self.figure_host()
+        from ..plots import SpectrumView
+
+        self._spectrum_view: SpectrumView | None = None
+        self.spectrum_node = ViewNode(self._draw_spectrum, self.run_node, pump=self.pump,
+                                      figure=self.spectrum_host)
+        self.children = [
+            widgets.HBox([self.finder, self.n_sigma, self.n_sigma_slider]),
+            widgets.HBox([self.cluster_size, self.pedestal_dtype, self.noise]),
+            widgets.HBox([self.cap_enabled, self.cap, self.progress]),
+            self.status.widget,
+            self.spectrum_host.widget,
+        ]
+        self.run_node.submit()
+
+    # ------------------------------------------------------------------ state
+    @property
+    def spec(self) -> FinderSpec:
+        """The specification the controls show now."""
+        return self.spec_node.value
+
+    @property
+    def outcome(self) -> RunOutcome | None:
+        """The newest finished run."""
+        return self.run_node.value
+
+    @property
+    def result(self):
+        """The newest result Dataset (None before the first run, or without clusters)."""
+        return None if self.outcome is None else self.outcome.result
+
+    def set(self, **values) -> None:
+        """Set controls as a user would: ``finder``, ``n_sigma``, ``cluster_size``,
+        ``pedestal_dtype``, ``noise``, ``max_clusters_per_frame`` (None: no cap)."""
+        unknown = set(values) - set(self.inputs)
+        if unknown:
+            raise TypeError(f"unknown controls {sorted(unknown)}; have {list(self.inputs)}")
+        for name, value in values.items():
+            if name == "max_clusters_per_frame":
+                self.cap_enabled.value = value is not None
+                if value is not None:
+                    self.cap.value = value
+            elif name == "cluster_size":
+                self.cluster_size.value = size_text(value)
+            else:
+                getattr(self, name).value = value
+
+    def attach(self, render, host=None) -> ViewNode:
+        """Have ``render(outcome)`` called on the UI thread after every run.
+
+        Parameters
+        ----------
+        render
+            Updates a view from a `aare_lab.widgets.run.RunOutcome`.
+        host
+            The `aare_lab.widgets.figures.FigureHost` it draws into (redrawn once per tick).
+        """
+        view = ViewNode(render, self.run_node, pump=self.pump, figure=host)
+        if self.run_node.ready:
+            view.notify()
+        return view
+
+    # ---------------------------------------------------------------- helpers
+    def _cap_toggled(self, enabled: bool) -> None:
+        self.cap.disabled = not enabled
+        node = self.inputs["max_clusters_per_frame"]
+        if not enabled:
+            node.set(None)
+            return
+        try:
+            node.set(positive_int("max_clusters_per_frame", self.cap.value))
+        except ValueError as err:
+            self.status.fail(str(err))
+
+    def _run(self, job, spec: FinderSpec):
+        outcome = self.runner.run(job, spec, clusters=self.keep_clusters, edges=self.bins)
+        if outcome.spectrum is None:
+            outcome = outcome._replace(spectrum=spectrum(outcome.result))
+        return outcome
+
+    def describe(self, task) -> str:
+        """The status text: which finder ran, how long, how fast, what it found."""
+        return self.outcome.describe()
+
+    def _draw_spectrum(self, outcome: RunOutcome) -> None:
+        from ..plots import SpectrumView
+
+        if self._spectrum_view is None:
+            self._spectrum_view = SpectrumView(outcome.spectrum, fig=self.spectrum_host.figure,
+                                               ratio=False, gain=self.gain)
+        else:
+            self._spectrum_view.update(outcome.spectrum)

@@ -1,0 +1,453 @@
+"""LiveSpectrum: the cluster-energy spectrum of a run, growing while frames arrive."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import NamedTuple
+
+import ipywidgets as widgets
+import numpy as np
+import xarray as xr
+
+from ..binning import count, integer_edges
+from ..finders import available_finders, get_finder
+from ..params import parse_cluster_size
+from ..pedestal import Pedestal
+from ..pipeline import train_pedestal
+from ..results import window_energies
+from ..sources import open_source
+from ..spec import FinderSpec
+from ..spectra import fit_peaks
+from .base import InteractiveWidget
+from .controls import cluster_size_box, forward, n_sigma_value, size_text
+from .graph import Input, ViewNode
+from .loop import stop_at_exit, wait_until
+from .run import counts_spectrum
+
+#: Default bins: 10 ADU wide from 0 to 2000 ADU, integer-aligned.
+DEFAULT_EDGES = integer_edges(0, 1999, width=10)
+#: Seconds between peak fits on the consumer thread.
+FIT_EVERY = 0.5
+
+
+class Snapshot(NamedTuple):
+    """The accumulated state the consumer hands to the UI thread (NumPy only)."""
+
+    generation: int
+    spectrum: xr.DataArray
+    fits: xr.Dataset | None
+    frames_processed: int
+    frames_dropped: int
+    clusters: int
+    rate: float
+    finished: bool
+    spec: FinderSpec
+
+
+class LiveSpectrum(InteractiveWidget):
+    """Consume a frame source in chunks on a worker and show the growing spectrum.
+
+    Parameters
+    ----------
+    source
+        Any frame source: an array, a file spec, a `aare_lab.sources.FrameSource`, or a
+        live stream (`aare_lab.sources.PacedSource`, later the detector's stream).
+    dark
+        Dark frames to train the pedestal (on the worker, before the first chunk).
+    pedestal
+        A trained pedestal instead of ``dark``; copied, then advanced by the run.
+    spec
+        The `aare_lab.FinderSpec` (default: ``cuda`` where a GPU is present, else
+        ``frozen``); nσ and cluster size can change while the run goes on.
+    bins
+        Fixed bin edges (ADU); default `DEFAULT_EDGES`. Clusters outside are counted.
+    gain
+        ADU per keV: the energy axis in keV.
+    chunk_frames
+        Frames per chunk (default 64 on the CPU, 512 on the GPU).
+    fit_window
+        ``(low, high)`` ADU for the peak fit (default: around the highest bin).
+    autostart
+        Start consuming at once (else call `start`).
+    interactive, max_hz
+        As for `aare_lab.widgets.base.InteractiveWidget`.
+    """
+
+    def __init__(self, source, dark=None, *, pedestal: Pedestal | None = None,
+                 spec: FinderSpec | None = None, bins: np.ndarray | None = None,
+                 gain: float | None = None, chunk_frames: int | None = None,
+                 fit_window: tuple[float, float] | None = None, autostart: bool = True,
+                 interactive: bool | None = None, max_hz: float = 4.0):
+        super().__init__(interactive=interactive, max_hz=max_hz)
+        if dark is None and pedestal is None:
+            raise ValueError("give dark frames (dark=...) or a trained pedestal (pedestal=...)")
+        if spec is None:
+            spec = FinderSpec("cuda" if "cuda" in available_finders() else "frozen")
+        self.source = open_source(source)
+        self.dark, self._pedestal = dark, pedestal
+        self.edges = np.asarray(DEFAULT_EDGES if bins is None else bins, float)
+        self.gain, self.fit_window = gain, fit_window
+        self.chunk_frames = chunk_frames or (512 if spec.finder == "cuda" else 64)
+        self._consumer: _Consumer | None = None
+        self._paused = threading.Event()
+        self._spec = spec
+        self.latest: Snapshot | None = None
+
+        self.start_button = widgets.Button(description="start", icon="play")
+        self.pause_button = widgets.ToggleButton(description="pause", icon="pause")
+        self.reset_button = widgets.Button(description="reset", icon="undo")
+        self.stop_button = widgets.Button(description="stop", icon="stop")
+        self.log_scale = widgets.ToggleButton(value=True, description="log")
+        self.n_sigma = widgets.BoundedFloatText(value=spec.n_sigma, min=0.0, max=100.0,
+                                                step=0.1, description="nσ")
+        self.cluster_size = cluster_size_box(spec.cluster_size)
+        self.stats = widgets.HTML()
+
+        for button, action in ((self.start_button, self.start), (self.reset_button, self.reset),
+                               (self.stop_button, self.stop)):
+            button.on_click(lambda _, action=action: self.ui.call_soon(action))
+        # The button's state decides when the callback runs, so the changes start() and
+        # pause() make to it themselves cannot undo a later call.
+        self.pause_button.observe(lambda change: self.ui.call_soon(self._pause_toggled),
+                                  names="value")
+        self.log_scale.observe(lambda change: self.ui.call_soon(self._set_log, change["new"]),
+                         names="value")
+        self.n_sigma_input = Input(spec.n_sigma, "n_sigma")
+        self.cluster_size_input = Input(spec.cluster_size, "cluster_size")
+        forward(self.ui, self.n_sigma, self.n_sigma_input, self.status, n_sigma_value)
+        forward(self.ui, self.cluster_size, self.cluster_size_input, self.status,
+                parse_cluster_size)
+        for node in (self.n_sigma_input, self.cluster_size_input):
+            node.children.append(_OnChange(self._parameters_changed))
+
+        self.snapshot = Input(None, "snapshot")
+        self.host = self.figure_host()
+        self._view = None
+        self.view_node = ViewNode(self._render, self.snapshot, pump=self.pump,
+                                  figure=self.host)
+        self.children = [
+            widgets.HBox([self.start_button, self.pause_button, self.reset_button,
+                          self.stop_button, self.log_scale]),
+            widgets.HBox([self.n_sigma, self.cluster_size]),
+            self.stats, self.status.widget, self.host.widget,
+        ]
+        if autostart:
+            self.start()
+
+    # ------------------------------------------------------------------ state
+    @property
+    def spec(self) -> FinderSpec:
+        """The specification the run uses now."""
+        return self._spec
+
+    @property
+    def running(self) -> bool:
+        """Whether frames are being consumed (also while paused)."""
+        return self._consumer is not None and self._consumer.alive
+
+    @property
+    def paused(self) -> bool:
+        """Whether the run is paused."""
+        return self._paused.is_set()
+
+    @property
+    def frames_processed(self) -> int:
+        """Frames in the spectrum shown (since the last reset)."""
+        return 0 if self.latest is None else self.latest.frames_processed
+
+    @property
+    def frames_dropped(self) -> int:
+        """Frames the source dropped because the finder fell behind."""
+        return 0 if self.latest is None else self.latest.frames_dropped
+
+    @property
+    def spectrum(self) -> xr.DataArray | None:
+        """The accumulated spectrum shown (counts over ``energy``)."""
+        return None if self.latest is None else self.latest.spectrum
+
+    @property
+    def busy(self) -> bool:
+        """Whether snapshots or redraws are still on their way to the screen."""
+        return super().busy or (self._consumer is not None and self._consumer.unread)
+
+    # --------------------------------------------------------------- actions
+    def start(self) -> None:
+        """Start consuming the source (again from its start after a stop)."""
+        if self.running:
+            return
+        self._consumer = _Consumer(self)
+        self.status.show("starting")
+        self._consumer.start()
+
+    def pause(self) -> None:
+        """Stop taking chunks until `resume` (a live stream's sender may then drop).
+
+        Before `start`, the run starts paused: it trains its pedestal and waits.
+        """
+        self._paused.set()
+        self.pause_button.value = True
+
+    def resume(self) -> None:
+        """Take chunks again after `pause`."""
+        self._paused.clear()
+        self.pause_button.value = False
+
+    def _pause_toggled(self) -> None:
+        (self.pause if self.pause_button.value else self.resume)()
+
+    def reset(self) -> None:
+        """Empty the spectrum and the counters; the run goes on."""
+        if self._consumer is not None:
+            self._consumer.request(reset="reset by the user")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop consuming; the spectrum shown stays."""
+        if self._consumer is not None:
+            self._consumer.stop(timeout)
+
+    def set(self, **values) -> None:
+        """Set ``n_sigma`` or ``cluster_size`` as a user would (resets the spectrum)."""
+        for name, value in values.items():
+            if name == "n_sigma":
+                self.n_sigma.value = value
+            elif name == "cluster_size":
+                self.cluster_size.value = size_text(value)
+            else:
+                raise TypeError(f"{name!r} cannot change during a run; have n_sigma, "
+                                "cluster_size")
+
+    def wait_finished(self, timeout: float = 600.0) -> None:
+        """Block until the source is exhausted and the last snapshot is on screen."""
+        wait_until(self.ui, lambda: not self.running and not self.busy, timeout)
+
+    def close(self) -> None:
+        """Stop the run and close the widget."""
+        self.stop()
+        super().close()
+
+    # ---------------------------------------------------------------- helpers
+    def _parameters_changed(self) -> None:
+        spec = self._spec.replace(n_sigma=self.n_sigma_input.value,
+                                  cluster_size=self.cluster_size_input.value)
+        if spec == self._spec:
+            return
+        self._spec = spec
+        if self._consumer is not None:
+            self._consumer.request(spec=spec, reset=f"nσ={spec.n_sigma:g}, "
+                                   f"{spec.cluster_size[0]}x{spec.cluster_size[1]}: "
+                                   "spectrum reset")
+
+    def _set_log(self, log: bool) -> None:
+        if self._view is not None:
+            self._view.ax.set_yscale("log" if log else "linear")
+            self.view_node.notify()
+
+    def _deliver(self, snapshot: Snapshot) -> None:
+        if self._consumer is None or snapshot.generation != self._consumer.generation:
+            return
+        self.latest = snapshot
+        self.snapshot.set(snapshot)
+        self.stats.value = _stats_html(snapshot, self.gain)
+
+    def _render(self, snapshot: Snapshot) -> None:
+        from ..plots import SpectrumView
+
+        if self._view is None:
+            self._view = SpectrumView(snapshot.spectrum, snapshot.fits, fig=self.host.figure,
+                                      ratio=False, log=self.log_scale.value, gain=self.gain)
+        else:
+            self._view.update(snapshot.spectrum, snapshot.fits)
+
+    def _failed(self, error: BaseException) -> None:
+        self.status.fail(str(error) or type(error).__name__)
+
+
+class _OnChange:
+    """A graph child that calls a function when its parent changes."""
+
+    def __init__(self, func):
+        self.func = func
+
+    def notify(self) -> None:
+        self.func()
+
+
+class _Consumer:
+    """The thread that reads chunks, finds clusters and accumulates the spectrum."""
+
+    def __init__(self, widget: LiveSpectrum):
+        self.widget = widget
+        self.ui = widget.ui
+        self.paused = widget._paused
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._pending_spec: FinderSpec | None = None
+        self._pending_reset: str | None = None
+        self.generation = 0
+        self.unread = False
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name="aare_lab-LiveSpectrum")
+        self._spec = widget.spec
+        stop_at_exit(self)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    def request(self, spec: FinderSpec | None = None, reset: str | None = None) -> None:
+        """Ask for a new spec and/or a reset, taken before the next chunk (UI thread)."""
+        with self._lock:
+            if spec is not None:
+                self._pending_spec = spec
+            if reset is not None:
+                self._pending_reset = reset
+                # Snapshots of the old generation still on their way are dropped.
+                self.generation += 1
+
+    def _run(self) -> None:
+        w = self.widget
+        try:
+            get_finder(self._spec.finder).require_available()
+            pedestal = w._pedestal.copy() if w._pedestal is not None else None
+            if pedestal is None:
+                self._status("training the pedestal")
+                pedestal = train_pedestal(w.dark, self._n_pedestal(), dtype=self._spec.pedestal_dtype,
+                                          noise=self._spec.noise, progress=False)
+            finder = self._spec.make_finder(pedestal, on_truncation="warn")
+            if finder.name == "cuda":
+                finder.warmup()
+            edges = w.edges
+            counts = np.zeros(len(edges) - 1, np.int64)
+            under = over = outside = frames = clusters = 0
+            generation = self.generation
+            started = time.perf_counter()
+            last_fit, fits = 0.0, None
+            self._status("running")
+            chunks = w.source.chunks(w.chunk_frames)
+            for chunk in chunks:
+                while self.paused.is_set() and not self._stop.is_set():
+                    self._stop.wait(0.05)
+                if self._stop.is_set():
+                    break
+                with self._lock:
+                    spec, self._pending_spec = self._pending_spec, None
+                    reset, self._pending_reset = self._pending_reset, None
+                    generation = self.generation
+                if spec is not None:
+                    finder = self._switch(finder, spec)
+                if reset is not None:
+                    counts[:] = 0
+                    under = over = outside = frames = clusters = 0
+                    started, fits = time.perf_counter(), None
+                    self._status(reset)
+                n_kept, found = self._process(finder, chunk, edges)
+                if finder.name == "cuda":
+                    counts += found
+                    outside += n_kept - int(found.sum())
+                else:
+                    part, low, high = count(found, edges)
+                    counts += part
+                    under += low
+                    over += high
+                frames += len(chunk.numbers)
+                clusters += n_kept
+                now = time.perf_counter()
+                spectrum = self._spectrum(finder, counts, edges, frames, under, over, outside)
+                if now - last_fit > FIT_EVERY:
+                    fits, last_fit = _fit(spectrum, self._spec, w.fit_window), now
+                self._publish(Snapshot(generation, spectrum, fits, frames, _dropped(w.source),
+                                       clusters, frames / max(now - started, 1e-9), False,
+                                       self._spec))
+            spectrum = self._spectrum(finder, counts, edges, frames, under, over, outside)
+            self._publish(Snapshot(generation, spectrum, _fit(spectrum, self._spec, w.fit_window),
+                                   frames, _dropped(w.source), clusters,
+                                   frames / max(time.perf_counter() - started, 1e-9), True,
+                                   self._spec))
+            self._status("stopped" if self._stop.is_set() else "end of the source")
+        except Exception as err:  # shown in the widget, never a traceback
+            self.ui.call_soon(w._failed, err)
+
+    def _n_pedestal(self) -> int:
+        n = open_source(self.widget.dark).n_frames
+        return self._spec.n_pedestal or (min(1000, n) if n else 1000)
+
+    def _switch(self, finder, spec: FinderSpec):
+        """The finder for ``spec``: re-configured when it can be, else a new one that
+        continues from the pedestal the old one advanced."""
+        old, self._spec = self._spec, spec
+        if spec.compiled_key == old.compiled_key:
+            finder.reconfigure(n_sigma=spec.n_sigma,
+                               max_clusters_per_frame=spec.max_clusters_per_frame)
+            return finder
+        new = spec.make_finder(finder.pedestal, on_truncation="warn")
+        if new.name == "cuda":
+            new.warmup()
+        return new
+
+    def _spectrum(self, finder, counts, edges, frames, under, over, outside):
+        if finder.name == "cuda":  # the device histogram knows only how many fell outside
+            return counts_spectrum(counts, edges, self._spec, frames, None, None, outside)
+        return counts_spectrum(counts, edges, self._spec, frames, under, over)
+
+    def _process(self, finder, chunk, edges):
+        """Clusters kept and, on the GPU, the chunk's counts; on the CPU, its energies."""
+        if finder.name == "cuda":
+            out = finder.spectrum(chunk.frames, bins=len(edges) - 1,
+                                  range=(float(edges[0]), float(edges[-1])),
+                                  frame_numbers=chunk.numbers, progress=False)
+            return int(out["n_kept"].sum()), out["counts"].to_numpy()
+        batch = finder.process_chunk(chunk.frames, chunk.numbers)
+        return len(batch.windows), window_energies(batch.windows)
+
+    def _publish(self, snapshot: Snapshot) -> None:
+        self.unread = True
+        self.ui.call_soon(self._hand_over, snapshot)
+
+    def _hand_over(self, snapshot: Snapshot) -> None:
+        self.unread = False
+        self.widget._deliver(snapshot)
+
+    def _status(self, text: str) -> None:
+        self.ui.call_soon(self.widget.status.show, text)
+
+
+def _dropped(source) -> int:
+    return int(getattr(source, "frames_dropped", 0))
+
+
+def _fit(spectrum: xr.DataArray, spec: FinderSpec, window) -> xr.Dataset | None:
+    if spectrum.sum() < 100:
+        return None
+    try:
+        return fit_peaks(spectrum.expand_dims(finder=[spec.finder]), window)
+    except ValueError:
+        return None  # too few counts for a peak yet
+
+
+def _stats_html(s: Snapshot, gain: float | None) -> str:
+    a = s.spectrum.attrs
+    text = (f"<b>{s.frames_processed:,}</b> frames processed ({s.rate:,.0f} frames/s), "
+            f"<b>{s.frames_dropped:,}</b> dropped, {s.clusters:,} clusters")
+    if a["outside"]:
+        text += f", {a['outside']:,} outside the bins"
+        if "underflow" in a:
+            text += f" ({a['underflow']:,} below, {a['overflow']:,} above)"
+    if s.fits is not None:
+        f = s.fits.isel(finder=0)
+        scale, unit = (1 / gain, "keV") if gain else (1.0, "ADU")
+        text += (f"<br>peak {float(f['position']) * scale:.2f} ± "
+                 f"{float(f['position_err']) * scale:.2f} {unit}, FWHM "
+                 f"{float(f['fwhm']) * scale:.2f} {unit} "
+                 f"({100 * float(f['resolution']):.1f} %)")
+    if s.finished:
+        text += " — finished"
+    return text

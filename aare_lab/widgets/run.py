@@ -1,0 +1,246 @@
+"""Finder runs for the widgets: one spec on a fixed stack, always from the same start.
+
+A `FinderRunner` lives on one worker thread (a finder is not thread-safe). It keeps the
+finder of the last compiled shape and re-configures it for a new nσ or cap instead of
+building another; on the GPU the frames stay on the device and each run restores the
+starting pedestal from a device snapshot, so a slider move costs one kernel pass.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import numpy as np
+import xarray as xr
+
+from ..binning import count
+from ..capacity import TruncationError
+from ..finders import get_finder
+from ..params import format_cluster_size
+from ..pedestal import Pedestal
+from ..pipeline import train_pedestal
+from ..results import energy_coords, window_energies
+from ..results import spectrum as result_spectrum
+from ..sources import open_source
+from ..spec import FinderSpec
+
+
+class RunOutcome(NamedTuple):
+    """What one run produced, ready for the views (NumPy data only).
+
+    Attributes
+    ----------
+    spec
+        The specification that ran.
+    result
+        The result Dataset (None when only a spectrum was asked for).
+    spectrum
+        ``counts(energy)`` DataArray on the runner's bins, or None.
+    n_found, n_kept
+        Totals over the frames.
+    frames
+        Frames processed.
+    seconds
+        Wall time of the finder (pedestal training excluded).
+    truncation
+        The truncation message, None if no frame exceeded the cap.
+    """
+
+    spec: FinderSpec
+    result: xr.Dataset | None
+    spectrum: xr.DataArray | None
+    n_found: int
+    n_kept: int
+    frames: int
+    seconds: float
+    truncation: str | None
+
+    @property
+    def rate(self) -> float:
+        """Frames per second."""
+        return self.frames / self.seconds if self.seconds > 0 else float("inf")
+
+    def describe(self) -> str:
+        """One status line: finder, frames, time, rate, counts and truncation."""
+        s = self.spec
+        cap = "no cap" if s.max_clusters_per_frame is None else f"cap {s.max_clusters_per_frame}"
+        text = (f"{s.finder} ({s.pedestal_dtype}, {s.noise}), nσ={s.n_sigma:g}, "
+                f"{s.cluster_size[0]}x{s.cluster_size[1]}, {cap}: {self.frames} frames in "
+                f"{self.seconds:.3g} s ({self.rate:,.0f} frames/s); n_found {self.n_found:,}, "
+                f"n_kept {self.n_kept:,}")
+        return text + (f" — TRUNCATED: {self.truncation}" if self.truncation else "")
+
+
+class FinderRunner:
+    """Runs finder specs on one stack of frames from one starting pedestal per dtype/noise.
+
+    Parameters
+    ----------
+    frames
+        The frames (array, file spec or source); the first ``preview_frames`` are read
+        into memory once.
+    dark
+        Dark frames, to train a pedestal for each pedestal dtype and noise asked for.
+    pedestal
+        Instead of (or besides) ``dark``: a trained pedestal; copied, never advanced.
+    n_pedestal
+        The pedestal window when training from ``dark`` (default: the pedestal's, else
+        all dark frames up to 1000).
+    preview_frames
+        Use at most this many frames (a bounded preview keeps CPU re-runs interactive).
+    """
+
+    def __init__(self, frames, *, dark=None, pedestal: Pedestal | None = None,
+                 n_pedestal: int | None = None, preview_frames: int | None = None):
+        if dark is None and pedestal is None:
+            raise ValueError("give dark frames (dark=...) or a trained pedestal (pedestal=...)")
+        source = open_source(frames)
+        stop = source.n_frames if preview_frames is None else min(
+            preview_frames, source.n_frames or preview_frames)
+        chunk = source.read(0, stop)
+        self.frames, self.numbers = chunk.frames, chunk.numbers
+        self.dark = dark
+        self._pedestals: dict[tuple[str, str], Pedestal] = {}
+        if pedestal is not None:
+            pedestal.require_ready()
+            self._pedestals[(pedestal.dtype.name, pedestal.noise)] = pedestal.copy()
+            n_pedestal = n_pedestal or pedestal.n_pedestal
+        if dark is not None and n_pedestal is None:
+            n_dark = open_source(dark).n_frames
+            n_pedestal = min(1000, n_dark) if n_dark else 1000
+        self.n_pedestal = n_pedestal
+        self._finder = None
+        self._key = None
+        self._start = None
+        self._device_frames = None
+
+    @property
+    def n_frames(self) -> int:
+        """Frames each run processes."""
+        return len(self.numbers)
+
+    def pedestal_for(self, spec: FinderSpec) -> Pedestal:
+        """The starting pedestal of ``spec``'s dtype and noise (trained once, then kept)."""
+        key = (spec.pedestal_dtype, spec.noise)
+        if key not in self._pedestals:
+            if self.dark is None:
+                have = ", ".join(f"{d}/{n}" for d, n in self._pedestals)
+                raise ValueError(f"no dark frames to train a {key[0]} pedestal with "
+                                 f"{key[1]} noise; the pedestal given is {have}")
+            self._pedestals[key] = train_pedestal(self.dark, self.n_pedestal, dtype=key[0],
+                                                  noise=key[1], progress=False)
+        return self._pedestals[key]
+
+    def run(self, job, spec: FinderSpec, *, clusters: bool = True,
+            edges: np.ndarray | None = None) -> RunOutcome:
+        """Run ``spec`` on the frames from the starting pedestal (on the worker thread).
+
+        Parameters
+        ----------
+        job
+            The worker's `aare_lab.widgets.loop.Job` (cancellation between chunks,
+            progress).
+        spec
+            What to run.
+        clusters
+            Keep the clusters (a result Dataset); False histograms on the fly (on the GPU
+            without shipping clusters) and needs ``edges``.
+        edges
+            Spectrum bin edges (ADU); with clusters, the spectrum is the result's
+            histogram on them.
+        """
+        get_finder(spec.finder).require_available()
+        start = self.pedestal_for(spec)
+        finder = self._finder_for(spec, start)
+        frames = self._device_frames if spec.finder == "cuda" else self.frames
+        job.check()
+        t0 = time.perf_counter()
+        if not clusters:
+            if edges is None:
+                raise ValueError("a spectrum-only run needs bin edges")
+            n_found, n_kept, counts, *outside = self._histogram_only(job, finder, frames, edges)
+            seconds = time.perf_counter() - t0
+            spectrum = counts_spectrum(counts, edges, spec, self.n_frames, *outside)
+            truncated = n_found > n_kept
+            message = (f"{int(truncated.sum())} of {len(n_found)} frames exceeded "
+                       f"max_clusters_per_frame={spec.max_clusters_per_frame}"
+                       if truncated.any() else None)
+            return RunOutcome(spec, None, spectrum, int(n_found.sum()), int(n_kept.sum()),
+                              self.n_frames, seconds, message)
+        batches = []
+        for batch in finder.find_batches(frames, self.numbers):
+            job.check()
+            batches.append(batch)
+            job.progress(sum(len(b.frame_numbers) for b in batches) / self.n_frames)
+        try:
+            result, message = finder.assemble(batches), None
+        except TruncationError as err:
+            result, message = err.result, str(err)
+        seconds = time.perf_counter() - t0
+        spectrum = None if edges is None else result_spectrum(result, bins=edges)
+        return RunOutcome(spec, result, spectrum, int(result["n_found"].sum()),
+                          int(result["n_kept"].sum()), self.n_frames, seconds, message)
+
+    def _finder_for(self, spec: FinderSpec, start: Pedestal):
+        key = (spec.compiled_key, id(start))
+        if self._finder is None or key != self._key:
+            # on_truncation="error": the result comes back on the exception, and no warning
+            # is raised on a worker thread, where it could not be seen.
+            self._finder = spec.make_finder(start.copy(), on_truncation="error")
+            self._key = key
+            if spec.finder == "cuda":
+                import cupy
+
+                self._finder.warmup()
+                self._start = self._finder.snapshot()
+                if self._device_frames is None:
+                    self._device_frames = cupy.asarray(self.frames)
+        else:
+            self._finder.reconfigure(n_sigma=spec.n_sigma,
+                                     max_clusters_per_frame=spec.max_clusters_per_frame)
+        if spec.finder == "cuda":
+            self._finder.restore(self._start)
+        else:
+            self._finder.pedestal = start.copy()
+        return self._finder
+
+    def _histogram_only(self, job, finder, frames, edges):
+        if finder.name == "cuda":
+            lo, hi = float(edges[0]), float(edges[-1])
+            out = finder.spectrum(frames, bins=len(edges) - 1, range=(lo, hi),
+                                  frame_numbers=self.numbers, progress=False)
+            counts, n_kept = out["counts"].to_numpy(), out["n_kept"].to_numpy()
+            return (out["n_found"].to_numpy(), n_kept, counts, None, None,
+                    int(n_kept.sum() - counts.sum()))
+        counts = np.zeros(len(edges) - 1, np.int64)
+        under = over = 0
+        n_found, n_kept = [], []
+        for batch in finder.find_batches(frames, self.numbers):
+            job.check()
+            part, low, high = count(window_energies(batch.windows), edges)
+            counts += part
+            under, over = under + low, over + high
+            n_found.append(batch.n_found)
+            n_kept.append(batch.n_kept)
+        return np.concatenate(n_found), np.concatenate(n_kept), counts, under, over, None
+
+
+def counts_spectrum(counts: np.ndarray, edges: np.ndarray, spec: FinderSpec, n_frames: int,
+                    underflow: int | None, overflow: int | None,
+                    outside: int | None = None) -> xr.DataArray:
+    """Counts accumulated over ``edges`` as the DataArray `aare_lab.results.spectrum` makes.
+
+    ``outside`` counts the clusters beyond the edges when only their total is known (the
+    GPU's histogram counts inside the range only); then ``underflow`` and ``overflow``
+    are None and left out of the attributes.
+    """
+    attrs = {"long_name": "clusters per energy bin", "finder": spec.finder,
+             "n_sigma": spec.n_sigma, "cluster_size": format_cluster_size(spec.cluster_size),
+             "n_frames": int(n_frames)}
+    if underflow is not None:
+        attrs.update(underflow=int(underflow), overflow=int(overflow))
+        outside = underflow + overflow
+    attrs["outside"] = int(outside)
+    return xr.DataArray(np.array(counts, np.int64), dims="energy", coords=energy_coords(edges),
+                        name="counts", attrs=attrs)

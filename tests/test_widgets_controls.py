@@ -1,0 +1,144 @@
+"""FinderControls driven from Python, with the ipympl canvas and with a static image."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import aare_lab
+from aare_lab.simulate import Beam, Detector, Simulator
+from aare_lab.spec import FinderSpec
+from aare_lab.widgets import FinderControls
+
+
+
+@pytest.fixture(scope="module")
+def run():
+    sim = Simulator(Detector(frame_shape=(48, 48)), Beam(photons_per_frame=12), seed=3)
+    dark = sim.dark(64)
+    frames, _ = sim.frames(40)
+    return frames, dark
+
+
+def offline(frames, dark, **spec):
+    return aare_lab.find_clusters(frames, dark, spec=FinderSpec(n_pedestal=64, **spec),
+                                  progress=False)
+
+
+def make(run, interactive, **kwargs):
+    frames, dark = run
+    kwargs.setdefault("spec", FinderSpec("frozen"))
+    controls = FinderControls(frames, dark, interactive=interactive, max_hz=50, **kwargs)
+    controls.wait()
+    return controls
+
+
+def plotted_counts(controls):
+    view = controls._spectrum_view
+    (label,) = view.labels
+    data = view.artists[f"spectrum:{label}"].get_data()
+    return data.values, data.edges
+
+
+def test_first_run_shows_the_offline_spectrum(run, interactive):
+    controls = make(run, interactive)
+    expected = offline(*run)
+    assert controls.outcome.n_found == int(expected["n_found"].sum())
+    values, edges = plotted_counts(controls)
+    np.testing.assert_array_equal(values, aare_lab.spectrum(expected, bins=edges).to_numpy())
+    assert "frozen" in controls.status.text and "frames/s" in controls.status.text
+    controls.close()
+
+
+def test_changing_n_sigma_reruns_and_updates_the_same_artists(run, interactive):
+    controls = make(run, interactive)
+    stairs = controls._spectrum_view.artists["spectrum:frozen"]
+    redraws = controls.pump.redraws
+    controls.set(n_sigma=3.5)
+    controls.wait()
+    expected = offline(*run, n_sigma=3.5)
+    assert controls.spec.n_sigma == 3.5
+    assert controls.outcome.n_found == int(expected["n_found"].sum())
+    assert controls._spectrum_view.artists["spectrum:frozen"] is stairs
+    values, edges = plotted_counts(controls)
+    np.testing.assert_array_equal(values, aare_lab.spectrum(expected, bins=edges).to_numpy())
+    assert controls.pump.redraws > redraws
+    controls.close()
+
+
+def test_every_control_maps_to_the_spec(run, interactive):
+    controls = make(run, interactive)
+    controls.set(finder="serial", cluster_size="5x5", pedestal_dtype="float32",
+                 noise="fixed", max_clusters_per_frame=3)
+    controls.wait()
+    spec = controls.spec
+    assert (spec.finder, spec.cluster_size, spec.pedestal_dtype, spec.noise,
+            spec.max_clusters_per_frame) == ("serial", (5, 5), "float32", "fixed", 3)
+    expected = offline(*run, finder="serial", cluster_size="5x5", pedestal_dtype="float32",
+                       noise="fixed", max_clusters_per_frame=3)
+    result = controls.result
+    np.testing.assert_array_equal(result["n_kept"], expected["n_kept"])
+    np.testing.assert_array_equal(result["window"], expected["window"])
+    # Truncation is never silent: the status line says so.
+    assert (expected["n_found"] > 3).any()
+    assert "TRUNCATED" in controls.status.text
+    controls.close()
+
+
+@pytest.mark.parametrize("control, value, message", [
+    ("cluster_size", "4x4", "even"),
+    ("cluster_size", "0x0", "cluster"),
+    ("max_clusters_per_frame", 0, "positive integer"),
+    ("n_sigma", -1.0, "nσ"),
+])
+def test_bad_input_shows_a_message_and_keeps_the_last_result(run, interactive, control, value,
+                                                             message):
+    controls = make(run, interactive)
+    before = controls.outcome
+    values_before = plotted_counts(controls)[0].copy()
+    controls.set(**{control: value})
+    controls.wait()
+    assert controls.error is not None and message in controls.error
+    assert controls.outcome is before
+    np.testing.assert_array_equal(plotted_counts(controls)[0], values_before)
+    controls.close()
+
+
+def test_a_gpu_finder_without_a_gpu_is_a_message(run):
+    if "cuda" in aare_lab.available_finders():
+        pytest.skip("this machine has a GPU: the cuda finder runs")
+    controls = make(run, False)
+    controls.set(finder="cuda")
+    controls.wait()
+    assert "cuda" in controls.error and "[cuda13]" in controls.error
+    assert controls.outcome.spec.finder == "frozen"
+    controls.close()
+
+
+def test_callbacks_from_other_threads_update_figures_on_the_ui_thread(run, interactive):
+    controls = make(run, interactive)
+    rendered = []
+    view = controls._spectrum_view
+    update = view.update
+    view.update = lambda *a, **k: (rendered.append(threading.get_ident()), update(*a, **k))
+    # What a subshell thread does when the browser moves the control.
+    threads = [threading.Thread(target=setattr, args=(controls.n_sigma, "value", v))
+               for v in (4.0, 4.5, 6.0)]
+    for t in threads:
+        t.start()
+        t.join()
+    controls.wait()
+    assert controls.spec.n_sigma == 6.0
+    assert rendered and set(rendered) == {controls.ui.thread_id}
+    assert set(controls.spectrum_host.draw_threads) <= {controls.ui.thread_id}
+    controls.close()
+
+
+def test_a_preview_bounds_the_frames_run(run):
+    frames, dark = run
+    controls = FinderControls(frames, dark, spec=FinderSpec("frozen"), preview_frames=10,
+                              interactive=False, max_hz=50)
+    controls.wait()
+    assert controls.outcome.frames == 10
+    assert controls.result.sizes["frame"] == 10
+    controls.close()

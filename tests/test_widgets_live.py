@@ -1,0 +1,114 @@
+"""LiveSpectrum: accumulation equals the offline spectrum, redraws stay bounded."""
+
+import numpy as np
+import pytest
+
+import aare_lab
+from aare_lab.binning import integer_edges
+from aare_lab.simulate import Beam, Detector, Simulator
+from aare_lab.sources import PacedSource
+from aare_lab.spec import FinderSpec
+from aare_lab.widgets import LiveSpectrum
+from aare_lab.widgets.loop import wait_until
+
+EDGES = integer_edges(-100, 2000, width=10)
+
+
+@pytest.fixture(scope="module")
+def run():
+    sim = Simulator(Detector(frame_shape=(32, 32)), Beam(photons_per_frame=6), seed=5)
+    dark = sim.dark(50)
+    frames, _ = sim.frames(1000)
+    # Ten passes over the same photons keep the simulation cheap; the pedestal moves on.
+    return np.tile(frames, (10, 1, 1)), dark
+
+
+def offline_counts(frames, dark, **spec):
+    result = aare_lab.find_clusters(frames, dark, spec=FinderSpec(n_pedestal=50, **spec),
+                                    progress=False)
+    return np.histogram(result["energy"].to_numpy(), bins=EDGES)[0]
+
+
+def test_ten_thousand_frames_redraw_a_bounded_number_of_times(run, interactive):
+    frames, dark = run
+    live = LiveSpectrum(frames, dark, spec=FinderSpec("serial"), bins=EDGES,
+                        chunk_frames=50, interactive=interactive, max_hz=5)
+    live.wait_finished(timeout=300)
+    assert live.frames_processed == len(frames)
+    np.testing.assert_array_equal(live.spectrum.to_numpy(),
+                                  offline_counts(frames, dark, finder="serial"))
+    # 200 chunks, but at most 5 redraws a second (plus the final one).
+    elapsed = live.pump.ticks / 5
+    assert live.pump.redraws <= 5 * max(elapsed, 1) + 2
+    assert live.pump.redraws < 200
+    view = live._view
+    np.testing.assert_array_equal(view.artists["spectrum:serial"].get_data().values,
+                                  live.spectrum.to_numpy())
+    assert live.latest.fits is not None
+    assert "frames processed" in live.stats.value and "peak" in live.stats.value
+    live.close()
+
+
+def test_a_parameter_change_resets_the_spectrum_explicitly(run):
+    frames, dark = run
+    live = LiveSpectrum(frames[:1000], dark, spec=FinderSpec("frozen"), bins=EDGES,
+                        chunk_frames=50, interactive=False, max_hz=20, autostart=False)
+    live.pause()          # the run starts paused: its first chunk waits
+    live.start()
+    live.set(n_sigma=4.0)
+    live.wait()
+    assert live.spec.n_sigma == 4.0
+    live.resume()
+    live.wait_finished(timeout=300)
+    # The reset came before the first chunk was taken: the whole run is at 4σ.
+    assert live.frames_processed == 1000
+    np.testing.assert_array_equal(live.spectrum.to_numpy(),
+                                  offline_counts(frames[:1000], dark, n_sigma=4.0))
+    assert live.latest.spec.n_sigma == 4.0
+    live.close()
+
+
+def test_reset_empties_and_stop_keeps_the_spectrum(run):
+    frames, dark = run
+    live = LiveSpectrum(PacedSource(frames, rate=2000, chunk_frames=50, repeat=True), dark,
+                        spec=FinderSpec("serial"), bins=EDGES, interactive=False, max_hz=20)
+    wait_until(live.ui, lambda: live.frames_processed >= 500, timeout=60)
+    before = live.frames_processed
+    live.reset()
+    # The first snapshot after the reset counts from zero again.
+    wait_until(live.ui, lambda: 0 < live.frames_processed < before, timeout=60)
+    live.stop()
+    live.wait()
+    assert not live.running
+    shown = live.spectrum.to_numpy()
+    assert shown.sum() > 0
+    np.testing.assert_array_equal(live._view.artists["spectrum:serial"].get_data().values,
+                                  shown)
+    live.close()
+
+
+def test_a_slow_consumer_drops_whole_chunks_and_counts_them(run):
+    frames, dark = run
+    source = PacedSource(frames[:2000], rate=100_000, chunk_frames=50, queue_chunks=2)
+    live = LiveSpectrum(source, dark, spec=FinderSpec("serial", cluster_size="9x9"),
+                        bins=EDGES, chunk_frames=50, interactive=False, max_hz=20)
+    live.wait_finished(timeout=300)
+    assert live.frames_dropped > 0
+    assert live.frames_dropped % 50 == 0
+    assert live.frames_processed + live.frames_dropped == 2000
+    assert "dropped" in live.stats.value
+    live.close()
+
+
+def test_a_source_that_cannot_be_opened_is_an_error():
+    with pytest.raises((ValueError, FileNotFoundError, OSError), match="nothing.npy"):
+        LiveSpectrum("nothing.npy", np.zeros((5, 4, 4), np.uint16))
+
+
+def test_a_failing_finder_shows_a_message(run):
+    frames, dark = run
+    live = LiveSpectrum(frames[:100], dark[:, :16, :16], spec=FinderSpec("frozen"),
+                        bins=EDGES, interactive=False, max_hz=20)
+    live.wait_finished(timeout=60)
+    assert live.error is not None and "32x32" in live.error
+    live.close()
