@@ -1,0 +1,81 @@
+"""binder/ parses and pins what the [lab] extra needs (no network, no docker).
+
+With ``AARE_LAB_BINDER_ENV=1`` (set by .ci/lab_checks.sh in the virtualenv it made from
+binder/requirements.txt) the installed versions must equal the pins, so that CI tests
+exactly what Binder builds.
+"""
+
+import importlib.metadata as md
+import os
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+REPO = Path(__file__).resolve().parents[2]
+BINDER = REPO / "binder"
+
+
+def _pins():
+    pins, editable = {}, []
+    for raw in (BINDER / "requirements.txt").read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("-e"):
+            editable.append(line[2:].strip())
+            continue
+        req = Requirement(line)
+        (spec,) = list(req.specifier)
+        assert spec.operator == "==", f"binder pins exact versions: {line}"
+        pins[canonicalize_name(req.name)] = Version(spec.version)
+    return pins, editable
+
+
+def _project():
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+
+
+def test_runtime_is_a_python_the_project_supports():
+    text = (BINDER / "runtime.txt").read_text().strip()
+    m = re.fullmatch(r"python-(3\.\d+)", text)
+    assert m, f"binder/runtime.txt must read python-3.X, not {text!r}"
+    assert SpecifierSet(_project()["requires-python"]).contains(m.group(1) + ".0")
+
+
+def test_requirements_install_the_project_with_the_lab_extra_and_pin_its_needs():
+    pins, editable = _pins()
+    assert editable == [".[lab]"], f"binder/requirements.txt must hold '-e .[lab]', has {editable}"
+    project = _project()
+    needed = [Requirement(r) for r in project["optional-dependencies"]["lab"] + project["dependencies"]]
+    for req in needed:
+        name = canonicalize_name(req.name)
+        assert name in pins, f"binder/requirements.txt pins no version of {req.name} (needed by {req})"
+        assert req.specifier.contains(pins[name], prereleases=True), f"binder pin {name}=={pins[name]} breaks {req}"
+    for name in ("jupyterlab", "ipywidgets", "ipympl", "ipykernel", "matplotlib", "numpy", "numba", "xarray"):
+        assert name in pins, f"binder/requirements.txt must pin {name}"
+
+
+def test_postbuild_if_any_is_executable():
+    post = BINDER / "postBuild"
+    if post.exists():
+        assert os.access(post, os.X_OK), "binder/postBuild must be executable"
+
+
+@pytest.mark.skipif(os.environ.get("AARE_LAB_BINDER_ENV") != "1", reason="not in the binder virtualenv (.ci/lab_checks.sh)")
+def test_installed_versions_are_the_pinned_ones():
+    pins, _ = _pins()
+    wrong = {}
+    for name, version in pins.items():
+        try:
+            got = Version(md.version(name))
+        except md.PackageNotFoundError:
+            got = None
+        if got != version:
+            wrong[name] = (str(version), str(got))
+    assert not wrong, f"installed versions differ from binder's pins (pin, installed): {wrong}"
