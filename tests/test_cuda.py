@@ -303,7 +303,7 @@ def test_missing_cupy_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)
     ped = Pedestal((4, 4), 1)
     ped.push_dark(np.ones((1, 4, 4), np.uint16))
-    with pytest.raises(GpuUnavailable, match=r"aare_lab\[cuda13\]"):
+    with pytest.raises(GpuUnavailable, match=r"aare-lab\[cuda13\]"):
         CudaFinder(ped, 5.0, 3)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import itertools
 import threading
+import time
 
 import ipywidgets as widgets
 import matplotlib
@@ -21,6 +22,9 @@ from matplotlib.figure import Figure
 from .loop import UiLoop
 
 _NUMBERS = itertools.count(1000)
+#: Seconds between layouts: a constrained layout doubles the cost of a draw, and between
+#: two layouts only data change, so the axes keep their place.
+RELAYOUT_EVERY = 2.0
 
 
 def ipympl_active() -> bool:
@@ -56,6 +60,8 @@ class FigureHost:
         self.ui = ui
         self.interactive = ipympl_active() if interactive is None else bool(interactive)
         self.figure = Figure(figsize=figsize, layout="constrained")
+        self._layout = self.figure.get_layout_engine()
+        self._laid_out = -float("inf")
         self.draw_threads: list[int] = []
         if self.interactive:
             from ipympl.backend_nbagg import Canvas, FigureManager
@@ -88,6 +94,11 @@ class FigureHost:
         """Show the figure's current state: ``draw_idle`` on a canvas, a new PNG otherwise."""
         if not self.ui.on_ui_thread:
             raise RuntimeError("figures are redrawn on the UI thread only")
+        now = time.monotonic()
+        relayout = now - self._laid_out > RELAYOUT_EVERY
+        self.figure.set_layout_engine(self._layout if relayout else "none")
+        if relayout:
+            self._laid_out = now
         if self.interactive:
             self.figure.canvas.draw_idle()
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from typing import NamedTuple
@@ -332,8 +333,7 @@ class _Consumer:
             started = time.perf_counter()
             last_fit, fits = 0.0, None
             self._status("running")
-            chunks = w.source.chunks(w.chunk_frames)
-            for chunk in chunks:
+            for chunk in _read_ahead(w.source.chunks(w.chunk_frames), self._stop):
                 while self.paused.is_set() and not self._stop.is_set():
                     self._stop.wait(0.05)
                 if self._stop.is_set():
@@ -418,6 +418,48 @@ class _Consumer:
 
     def _status(self, text: str) -> None:
         self.ui.call_soon(self.widget.status.show, text)
+
+
+def _read_ahead(chunks, stop: threading.Event, depth: int = 2):
+    """Iterate over ``chunks`` with the next ones read on their own thread meanwhile, so
+    reading a file overlaps finding; an error of the reader is raised here."""
+    ready: queue.Queue = queue.Queue(depth)
+    end = object()
+
+    def read():
+        try:
+            for chunk in chunks:
+                while not stop.is_set():
+                    try:
+                        ready.put(chunk, timeout=0.1)
+                        break
+                    except queue.Full:
+                        pass
+                if stop.is_set():
+                    return
+            item = end
+        except Exception as err:  # handed to the consumer, which reports it
+            item = err
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                pass
+
+    threading.Thread(target=read, daemon=True, name="aare_lab-LiveSpectrum-reader").start()
+    while True:
+        try:
+            item = ready.get(timeout=0.1)
+        except queue.Empty:
+            if stop.is_set():
+                return
+            continue
+        if item is end:
+            return
+        if isinstance(item, Exception):
+            raise item
+        yield item
 
 
 def _dropped(source) -> int:
