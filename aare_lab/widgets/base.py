@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import ipywidgets as widgets
 
 from .controls import StatusLine
@@ -35,6 +37,7 @@ class InteractiveWidget(widgets.VBox):
         self._interactive = interactive
         self.hosts: list[FigureHost] = []
         self.tasks: list[Task] = []
+        self._syncing = False
 
     def figure_host(self, figsize: tuple[float, float] = (7.0, 4.5)) -> FigureHost:
         """A new figure owned by this widget."""
@@ -48,6 +51,32 @@ class InteractiveWidget(widgets.VBox):
                     on_state=self._task_state)
         self.tasks.append(node)
         return node
+
+    def on_ui(self, func, *args) -> None:
+        """Run ``func(*args)`` now on the UI thread, or queue it there from another."""
+        if self.ui.on_ui_thread:
+            func(*args)
+        else:
+            self.ui.call_soon(func, *args)
+
+    def watch(self, control: widgets.ValueWidget, apply) -> None:
+        """Call ``apply(new value)`` on the UI thread when a user changes ``control``;
+        changes the widget makes itself (inside `syncing`) are not echoed back."""
+        def changed(change):
+            if self._syncing and self.ui.on_ui_thread:
+                return
+            self.ui.call_soon(apply, change["new"])
+
+        control.observe(changed, names="value")
+
+    @contextmanager
+    def syncing(self):
+        """Set controls to match the widget's state without triggering `watch`."""
+        self._syncing = True
+        try:
+            yield
+        finally:
+            self._syncing = False
 
     @property
     def busy(self) -> bool:

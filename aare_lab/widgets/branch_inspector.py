@@ -105,7 +105,6 @@ class BranchInspector(InteractiveWidget):
             (self.results[self.labels[0]] if self.labels else datasets[0]).attrs["frame_shape"]))
         self._frames_read: OrderedDict = OrderedDict()  # worker-owned caches
         self._explained: OrderedDict = OrderedDict()
-        self._syncing = False
         self.view = None
         self._mode = None
         self._marker = None
@@ -170,11 +169,11 @@ class BranchInspector(InteractiveWidget):
         self._explanation_view = ViewNode(self._render_explanation, self._frame,
                                           self._pixel, pump=self.pump)
 
-        self._watch(self.frame_slider, lambda v: self._set_frame(v))
-        self._watch(self.finder_selector, lambda v: self._set_finder(v))
-        self._watch(self.diff_toggle, lambda on: self._set_diff(
+        self.watch(self.frame_slider, lambda v: self._set_frame(v))
+        self.watch(self.finder_selector, lambda v: self._set_finder(v))
+        self.watch(self.diff_toggle, lambda on: self._set_diff(
             self.diff_selector.value if on else None))
-        self._watch(self.diff_selector, lambda v: self._set_diff(
+        self.watch(self.diff_selector, lambda v: self._set_diff(
             v if self.diff_toggle.value else None))
         self.host.figure.canvas.mpl_connect("button_press_event", self._clicked)
         if self.unmapped:
@@ -254,17 +253,7 @@ class BranchInspector(InteractiveWidget):
         if not self.labels:
             self.status.fail("none of the results has branch maps")
             return
-        if self.ui.on_ui_thread:
-            func(*args)
-        else:
-            self.ui.call_soon(func, *args)
-
-    def _watch(self, control, apply) -> None:
-        def changed(change):
-            if self._syncing and self.ui.on_ui_thread:
-                return
-            self.ui.call_soon(apply, change["new"])
-        control.observe(changed, names="value")
+        self.on_ui(func, *args)
 
     def _set_frame(self, frame) -> None:
         try:
@@ -479,15 +468,12 @@ class BranchInspector(InteractiveWidget):
         return text
 
     def _render_controls(self, frame: int, finder: str, diff: str | None) -> None:
-        self._syncing = True
-        try:
+        with self.syncing():
             self.frame_slider.value = frame
             self.finder_selector.value = finder
             self.diff_toggle.value = diff is not None
             if diff is not None:
                 self.diff_selector.value = diff
-        finally:
-            self._syncing = False
 
     def _render_pixel(self, frame: int, finder: str, pixel) -> None:
         if pixel is None:

@@ -153,7 +153,6 @@ class MismatchBrowser(InteractiveWidget):
         # Owned by the worker thread only (the tasks read and fill them there).
         self._compared: OrderedDict = OrderedDict()
         self._explained: OrderedDict = OrderedDict()
-        self._syncing = False
         self._comparison_shown = None
         self.view = None  # the MismatchView, once a site is shown
         self._view_pair = None
@@ -185,10 +184,10 @@ class MismatchBrowser(InteractiveWidget):
         self.previous_button = widgets.Button(description="◀ previous", disabled=True)
         self.next_button = widgets.Button(description="next ▶", disabled=True)
         self.position = widgets.Label(value="")
-        self._watch(self.pair_selector, self.set_pair)
-        self._watch(self.classification, lambda v: self.filter(classification=v))
-        self._watch(self.cause, lambda v: self.filter(cause=v))
-        self._watch(self.site_select, lambda v: None if v is None else self.select(v))
+        self.watch(self.pair_selector, self.set_pair)
+        self.watch(self.classification, lambda v: self.filter(classification=v))
+        self.watch(self.cause, lambda v: self.filter(cause=v))
+        self.watch(self.site_select, lambda v: None if v is None else self.select(v))
         self.previous_button.on_click(lambda _: self.previous())
         self.next_button.on_click(lambda _: self.next())
 
@@ -250,7 +249,7 @@ class MismatchBrowser(InteractiveWidget):
 
     @site.setter
     def site(self, site: Site) -> None:
-        self._on_ui(self._set_site, site)
+        self.on_ui(self._set_site, site)
 
     @property
     def filters(self) -> dict:
@@ -268,15 +267,15 @@ class MismatchBrowser(InteractiveWidget):
 
     def select(self, i: int) -> None:
         """Show the ``i``-th listed site."""
-        self._on_ui(self._select, i)
+        self.on_ui(self._select, i)
 
     def next(self) -> None:
         """Show the next listed site (the first, after a site set freely)."""
-        self._on_ui(self._step, +1)
+        self.on_ui(self._step, +1)
 
     def previous(self) -> None:
         """Show the previous listed site."""
-        self._on_ui(self._step, -1)
+        self.on_ui(self._step, -1)
 
     def filter(self, **filters) -> None:
         """List only the sites of ``classification=`` and/or ``cause=`` (None or "all":
@@ -284,26 +283,13 @@ class MismatchBrowser(InteractiveWidget):
         unknown = set(filters) - {"classification", "cause"}
         if unknown:
             raise TypeError(f"unknown filters {sorted(unknown)}; have classification, cause")
-        self._on_ui(self._filter, filters)
+        self.on_ui(self._filter, filters)
 
     def set_pair(self, pair: tuple[str, str]) -> None:
         """Compare another pair of the results (labels in either order)."""
-        self._on_ui(self._set_pair, pair)
+        self.on_ui(self._set_pair, pair)
 
     # --------------------------------------------------------- UI-thread side
-    def _on_ui(self, func, *args) -> None:
-        if self.ui.on_ui_thread:
-            func(*args)
-        else:
-            self.ui.call_soon(func, *args)
-
-    def _watch(self, control, apply) -> None:
-        def changed(change):
-            if self._syncing and self.ui.on_ui_thread:
-                return  # the widget itself set the control to match its state
-            self.ui.call_soon(apply, change["new"])
-        control.observe(changed, names="value")
-
     def _listed(self) -> SiteList | None:
         if not self._listing.ready:
             self.status.fail("the comparison is not ready yet")
@@ -463,8 +449,7 @@ class MismatchBrowser(InteractiveWidget):
     def _render_controls(self, listing: SiteList, current) -> None:
         index, site = current
         c = listing.comparison
-        self._syncing = True
-        try:
+        with self.syncing():
             if c is not None and c is not self._comparison_shown:
                 self._comparison_shown = c
                 for control, variable, names, everything in (
@@ -483,8 +468,6 @@ class MismatchBrowser(InteractiveWidget):
             if list(self.site_select.options) != options:
                 self.site_select.options = options
             self.site_select.value = index if index is not None and index < len(shown) else None
-        finally:
-            self._syncing = False
         n = len(listing.sites)
         self.previous_button.disabled = not n or index == 0
         self.next_button.disabled = not n or index == n - 1
