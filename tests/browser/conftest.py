@@ -2,8 +2,8 @@
 
 They skip, with the reason, where Playwright, the [lab] extra or Chromium is missing; in
 CI (``AARE_LAB_REQUIRE_BROWSER=1``, set by .ci/run) such a skip is a failure.
-``AARE_LAB_SKIP_BROWSER=<reason>`` skips them on purpose (CI does so in the main
-environment, because it runs them in its ipykernel environments).
+``AARE_LAB_SKIP_BROWSER=<reason>`` leaves them out of the collection (tests/conftest.py;
+CI does so in the main environment, because it runs them in its ipykernel environments).
 """
 
 import os
@@ -21,13 +21,12 @@ def pytest_collection_modifyitems(config, items):
     browser = [item for item in items if item.get_closest_marker("browser")]
     if not browser:
         return
-    on_purpose = os.environ.get("AARE_LAB_SKIP_BROWSER")
-    why = f"skipped on purpose: {on_purpose}" if on_purpose else lab_harness.missing_requirements()
+    why = lab_harness.missing_requirements()
     required = os.environ.get("AARE_LAB_REQUIRE_BROWSER") == "1"
     for item in browser:
         if why:
             item.add_marker(pytest.mark.skip(reason=f"browser test cannot run: {why}"))
-        if required and not on_purpose:
+        if required:
             item.add_marker(pytest.mark.browser_required)
 
 
