@@ -595,7 +595,13 @@ class NotebookRun:
             "application/vnd.jupyter.widget-view+json" in o["mimes"]
             for c in s["cells"] if c["type"] == "code" for o in c["outputs"]
         )
-        n_rendered = self.page.locator(".jp-OutputArea-output > .jupyter-widgets").count()
+        # A widget output's node holds the widget's view somewhere below it (an ipympl
+        # figure shown by pyplot sits one level deeper than a displayed box).
+        n_rendered = self.page.evaluate(
+            """() => [...document.querySelectorAll('.jp-OutputArea-output')].filter(
+                 el => el.classList.contains('jupyter-widgets')
+                       || el.querySelector('.jupyter-widgets, .jupyter-matplotlib')).length"""
+        )
         if n_rendered < n_widget_outputs:
             problems.append(
                 f"{n_widget_outputs} widget output(s) in the notebook, {n_rendered} rendered as widgets ({when})"
