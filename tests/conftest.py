@@ -38,10 +38,21 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.aare_required)
 
 
+#: Markers with which a skip is a failure, and what the failure says (CI sets them where
+#: a test must run: the aare oracles, the browser tests).
+REQUIRED = {"aare_required": "aare oracle required in CI but skipped",
+            "browser_required": "browser test required in CI (AARE_LAB_REQUIRE_BROWSER=1) "
+                                "but skipped"}
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and item.get_closest_marker("aare_required"):
-        report.outcome = "failed"
-        report.longrepr = f"aare oracle required in CI but skipped: {report.longrepr}"
+    if not report.skipped:
+        return
+    for marker, failure in REQUIRED.items():
+        if item.get_closest_marker(marker):
+            report.outcome = "failed"
+            report.longrepr = f"{failure}: {report.longrepr}"
+            return

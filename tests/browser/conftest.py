@@ -1,7 +1,8 @@
 """Browser tests (``@pytest.mark.browser``): a real JupyterLab in Debian's Chromium.
 
 They skip, with the reason, where Playwright, the [lab] extra or Chromium is missing; in
-CI (``AARE_LAB_REQUIRE_BROWSER=1``, set by .ci/run) such a skip is a failure.
+CI (``AARE_LAB_REQUIRE_BROWSER=1``, set by .ci/run) such a skip is a failure (the
+``browser_required`` marker, see tests/conftest.py).
 ``AARE_LAB_SKIP_BROWSER=<reason>`` leaves them out of the collection (tests/conftest.py;
 CI does so in the main environment, because it runs them in its ipykernel environments).
 """
@@ -28,15 +29,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=f"browser test cannot run: {why}"))
         if required:
             item.add_marker(pytest.mark.browser_required)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    if report.skipped and item.get_closest_marker("browser_required"):
-        report.outcome = "failed"
-        report.longrepr = f"browser test required in CI (AARE_LAB_REQUIRE_BROWSER=1) but skipped: {report.longrepr}"
 
 
 @pytest.fixture(scope="session")

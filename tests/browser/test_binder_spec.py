@@ -11,7 +11,6 @@ import re
 import tomllib
 from pathlib import Path
 
-import pytest
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
@@ -61,21 +60,17 @@ def test_requirements_install_the_project_with_the_lab_extra_and_pin_its_needs()
         assert name in pins, f"binder/requirements.txt must pin {name}"
 
 
-def test_postbuild_if_any_is_executable():
-    post = BINDER / "postBuild"
-    if post.exists():
-        assert os.access(post, os.X_OK), "binder/postBuild must be executable"
-
-
-@pytest.mark.skipif(os.environ.get("AARE_LAB_BINDER_ENV") != "1", reason="not in the binder virtualenv (.ci/lab_checks.sh)")
-def test_installed_versions_are_the_pinned_ones():
-    pins, _ = _pins()
-    wrong = {}
-    for name, version in pins.items():
-        try:
-            got = Version(md.version(name))
-        except md.PackageNotFoundError:
-            got = None
-        if got != version:
-            wrong[name] = (str(version), str(got))
-    assert not wrong, f"installed versions differ from binder's pins (pin, installed): {wrong}"
+# Only in the virtualenv made from binder/ (elsewhere other versions are fine, so the test
+# is not defined there rather than skipped).
+if os.environ.get("AARE_LAB_BINDER_ENV") == "1":
+    def test_installed_versions_are_the_pinned_ones():
+        pins, _ = _pins()
+        wrong = {}
+        for name, version in pins.items():
+            try:
+                got = Version(md.version(name))
+            except md.PackageNotFoundError:
+                got = None
+            if got != version:
+                wrong[name] = (str(version), str(got))
+        assert not wrong, f"installed versions differ from binder's pins (pin, installed): {wrong}"
