@@ -216,7 +216,7 @@ def test_cf_flags():
 
 @pytest.mark.parametrize("value", [0, -1, 1.0, 2.5, True, "3", None])
 def test_positive_int_refuses(value):
-    with pytest.raises(ValueError, match=rf"^chunk_frames must be a positive integer, got "):
+    with pytest.raises(ValueError, match=r"^chunk_frames must be a positive integer, got "):
         positive_int("chunk_frames", value)
 
 
