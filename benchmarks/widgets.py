@@ -71,6 +71,7 @@ import aare_lab  # noqa: E402
 from aare_lab.finders import available_finders  # noqa: E402
 from aare_lab.simulate import Simulator  # noqa: E402
 from aare_lab.spec import FinderSpec  # noqa: E402
+from aare_lab.widgets.figures import RELAYOUT_AFTER  # noqa: E402
 from aare_lab.widgets.loop import wait_until  # noqa: E402
 
 N_PEDESTAL = 1000
@@ -108,7 +109,11 @@ def latency(label: str, frames, pedestal, spec: FinderSpec, changes: int, *,
     values = (values * (1 + changes // len(values)))[:changes]
     seconds, finder_seconds, redraw_counts = [], [], []
     for value in values:
-        time.sleep(widget.pump.period * 1.2)  # rested: the throttle does not delay it
+        # Rested, as between two moves of a user: the throttle does not delay the change,
+        # and the figure's own layout pass (due RELAYOUT_AFTER after a redraw) has run, as
+        # the kernel's loop would have run it meanwhile.
+        rest_until = time.monotonic() + max(widget.pump.period, RELAYOUT_AFTER) * 1.2
+        wait_until(widget.ui, lambda: time.monotonic() > rest_until, timeout=60)
         before = widget.pump.redraws
         start = time.perf_counter()
         widget.set(n_sigma=value)

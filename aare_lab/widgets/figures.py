@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import itertools
 import threading
-import time
 
 import ipywidgets as widgets
 import matplotlib
@@ -22,9 +21,10 @@ from matplotlib.figure import Figure
 from .loop import UiLoop
 
 _NUMBERS = itertools.count(1000)
-#: Seconds between layouts: a constrained layout doubles the cost of a draw, and between
-#: two layouts only data change, so the axes keep their place.
-RELAYOUT_EVERY = 2.0
+#: A constrained layout doubles the cost of a draw, and between two layouts mostly data
+#: change, so a redraw keeps the axes where they are and the layout is redone, in a draw of
+#: its own, this many seconds after a redraw (at most once per that time).
+RELAYOUT_AFTER = 1.0
 
 
 def ipympl_active() -> bool:
@@ -61,7 +61,8 @@ class FigureHost:
         self.interactive = ipympl_active() if interactive is None else bool(interactive)
         self.figure = Figure(figsize=figsize, layout="constrained")
         self._layout = self.figure.get_layout_engine()
-        self._laid_out = -float("inf")
+        self._laid_out = False
+        self._relayout_queued = False
         self.draw_threads: list[int] = []
         if self.interactive:
             from ipympl.backend_nbagg import Canvas, FigureManager
@@ -91,14 +92,28 @@ class FigureHost:
         self.draw_threads.append(threading.get_ident())
 
     def redraw(self) -> None:
-        """Show the figure's current state: ``draw_idle`` on a canvas, a new PNG otherwise."""
+        """Show the figure's current state: ``draw_idle`` on a canvas, a new PNG otherwise.
+
+        The first redraw lays the figure out; later ones keep its layout, so that new data
+        show as fast as possible, and queue one layout soon after.
+        """
         if not self.ui.on_ui_thread:
             raise RuntimeError("figures are redrawn on the UI thread only")
-        now = time.monotonic()
-        relayout = now - self._laid_out > RELAYOUT_EVERY
-        self.figure.set_layout_engine(self._layout if relayout else "none")
-        if relayout:
-            self._laid_out = now
+        if not self._laid_out:
+            self._laid_out = True
+            self._render(self._layout)
+            return
+        self._render("none")
+        if not self._relayout_queued:
+            self._relayout_queued = True
+            self.ui.call_later(RELAYOUT_AFTER, self._relayout)
+
+    def _relayout(self) -> None:
+        self._relayout_queued = False
+        self._render(self._layout)
+
+    def _render(self, layout) -> None:
+        self.figure.set_layout_engine(layout)
         if self.interactive:
             self.figure.canvas.draw_idle()
         else:
