@@ -548,3 +548,40 @@ def test_raw_source_through_aare(version, tmp_path, raw_master):
     assert report["double_numbers"] == [40, 41, 43]
     np.testing.assert_array_equal(report["double_frames"], np.concatenate([top, top + 1000], 1))
     assert "32-bit" in report["bits32"]
+
+
+def test_paced_source_sends_at_its_rate_and_counts_what_a_slow_reader_misses():
+    import time
+
+    from aare_lab.sources import PacedSource
+
+    frames = np.arange(40 * 4 * 4, dtype=np.uint16).reshape(40, 4, 4)
+    start = time.perf_counter()
+    got = list(PacedSource(frames, rate=400, chunk_frames=10).chunks())
+    assert time.perf_counter() - start >= 40 / 400 * 0.9
+    np.testing.assert_array_equal(np.concatenate([c.numbers for c in got]), np.arange(40))
+    np.testing.assert_array_equal(np.concatenate([c.frames for c in got]), frames)
+
+    slow = PacedSource(frames, rate=10_000, chunk_frames=5, queue_chunks=1)
+    seen = []
+    for chunk in slow.chunks():
+        time.sleep(0.02)
+        seen.extend(chunk.numbers.tolist())
+    assert slow.frames_dropped > 0 and slow.frames_dropped % 5 == 0
+    assert len(seen) + slow.frames_dropped == 40
+    assert seen == sorted(seen)
+
+
+def test_paced_source_repeats_with_rising_frame_numbers_and_refuses_positions():
+    from aare_lab.sources import PacedSource
+
+    frames = np.zeros((6, 2, 2), np.uint16)
+    source = PacedSource(frames, rate=10_000, chunk_frames=3, repeat=True)
+    stream = source.chunks()
+    numbers = [next(stream).numbers.tolist() for _ in range(4)]
+    stream.close()
+    assert numbers == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]
+    with pytest.raises(ValueError, match="live stream"):
+        source.chunks(start=2)
+    with pytest.raises(TypeError, match="live stream"):
+        source.read(0, 2)

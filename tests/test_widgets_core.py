@@ -220,3 +220,26 @@ def test_canvas_messages_from_another_thread_wait_for_the_ui_thread():
     assert clicks == []
     ui.drain()
     assert clicks == [ui.thread_id]
+
+
+def test_a_failing_callback_does_not_stall_the_queue():
+    ui = UiLoop()
+    errors, ran = [], []
+    ui.on_error = errors.append
+    ui.call_soon(lambda: 1 / 0)
+    ui.call_soon(lambda: ran.append("after"))
+    ui.drain()
+    assert ran == ["after"]
+    assert len(errors) == 1 and isinstance(errors[0], ZeroDivisionError)
+
+
+def test_a_worker_starts_its_thread_with_the_first_job():
+    worker = Worker(name="aare_lab-lazy-test")
+    assert "aare_lab-lazy-test" not in {t.name for t in threading.enumerate()}
+    done = []
+    worker.submit(lambda job: 1, on_done=lambda v, e: done.append(v))
+    deadline = time.monotonic() + 5
+    while not done and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert done == [1]
+    worker.stop()

@@ -1,5 +1,8 @@
 """LiveSpectrum: accumulation equals the offline spectrum, redraws stay bounded."""
 
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -111,4 +114,33 @@ def test_a_failing_finder_shows_a_message(run):
                         bins=EDGES, interactive=False, max_hz=20)
     live.wait_finished(timeout=60)
     assert live.error is not None and "32x32" in live.error
+    live.close()
+
+
+def test_truncation_is_counted_and_shown(run):
+    frames, dark = run
+    live = LiveSpectrum(frames[:500], dark, spec=FinderSpec("serial", max_clusters_per_frame=3),
+                        bins=EDGES, chunk_frames=50, interactive=False, max_hz=20)
+    live.wait_finished(timeout=120)
+    offline = aare_lab.find_clusters(frames[:500], dark, progress=False,
+                                     spec=FinderSpec("serial", n_pedestal=50))
+    expected = int((offline["n_found"] > 3).sum())
+    assert expected > 0
+    assert live.latest.frames_truncated == expected
+    assert f"{expected:,}</b> frames truncated at max_clusters_per_frame=3" in live.stats.value
+    live.close()
+
+
+def test_a_failed_run_leaves_no_thread_behind(run):
+    frames, dark = run
+    source = PacedSource(frames[:500], rate=5000, chunk_frames=50, repeat=True)
+    live = LiveSpectrum(source, dark[:, :16, :16], spec=FinderSpec("serial"), bins=EDGES,
+                        interactive=False, max_hz=20)
+    live.wait_finished(timeout=60)
+    assert live.error is not None
+    deadline = time.monotonic() + 5
+    names = {"aare_lab-LiveSpectrum", "aare_lab-LiveSpectrum-reader", "aare_lab-paced-source"}
+    while time.monotonic() < deadline and names & {t.name for t in threading.enumerate()}:
+        time.sleep(0.05)
+    assert not names & {t.name for t in threading.enumerate()}
     live.close()

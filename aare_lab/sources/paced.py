@@ -86,6 +86,8 @@ class PacedSource(FrameSource):
                 chunk = chunks.get()
                 if chunk is None:
                     return
+                if isinstance(chunk, Exception):
+                    raise chunk
                 yield chunk
         finally:
             stop.set()
@@ -93,6 +95,7 @@ class PacedSource(FrameSource):
     def _send(self, chunks: queue.Queue, stop: threading.Event) -> None:
         start = time.perf_counter()
         sent = offset = 0
+        end = None
         try:
             while not stop.is_set():
                 last = -1
@@ -101,8 +104,8 @@ class PacedSource(FrameSource):
                         return
                     # Send when the detector would have: no earlier, whatever the reader does.
                     delay = start + (sent + len(chunk.numbers)) / self.rate - time.perf_counter()
-                    if delay > 0:
-                        time.sleep(delay)
+                    if delay > 0 and stop.wait(delay):
+                        return
                     chunk = FrameChunk(chunk.numbers + offset, chunk.frames)
                     last = int(chunk.numbers[-1])
                     sent += len(chunk.numbers)
@@ -111,13 +114,15 @@ class PacedSource(FrameSource):
                         self.frames_sent += len(chunk.numbers)
                     except queue.Full:
                         self.frames_dropped += len(chunk.numbers)
-                if not self.repeat:
+                if not self.repeat or last < 0:  # an empty source is not repeated
                     return
                 offset = last + 1
+        except Exception as err:  # the reader raises it
+            end = err
         finally:
             while True:  # the end marker, unless the reader has gone
                 try:
-                    chunks.put(None, timeout=0.1)
+                    chunks.put(end, timeout=0.1)
                     break
                 except queue.Full:
                     if stop.is_set():

@@ -34,6 +34,7 @@ class InteractiveWidget(widgets.VBox):
         self.progress = widgets.FloatProgress(value=0.0, min=0.0, max=1.0,
                                               layout=widgets.Layout(width="12em"))
         self.pump = Pump(self.ui, max_hz, on_error=self._view_failed)
+        self.ui.on_error = lambda error: self.status.fail(_message(error))
         self._interactive = interactive
         self.hosts: list[FigureHost] = []
         self.tasks: list[Task] = []

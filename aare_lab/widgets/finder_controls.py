@@ -16,6 +16,10 @@ from .controls import cluster_size_box, forward, n_sigma_value, size_text
 from .graph import Input, Node, ViewNode
 from .run import FinderRunner, RunOutcome
 
+#: The highest nσ the controls offer.
+N_SIGMA_MAX = 20.0
+
+
 class FinderControls(InteractiveWidget):
     """Finder, nσ, cluster size, pedestal dtype, noise and cap; every change re-runs.
 
@@ -79,9 +83,11 @@ class FinderControls(InteractiveWidget):
         # Every finder is offered: picking cuda without a GPU says what to install.
         self.finder = widgets.Dropdown(options=list(FINDERS), value=spec.finder,
                                        description="finder")
-        self.n_sigma = widgets.BoundedFloatText(value=spec.n_sigma, min=0.0, max=100.0,
+        # The box and the slider share one range: linked in the browser, a narrower
+        # slider would clamp what was typed into the box.
+        self.n_sigma = widgets.BoundedFloatText(value=spec.n_sigma, min=0.0, max=N_SIGMA_MAX,
                                                 step=0.1, description="nσ")
-        self.n_sigma_slider = widgets.FloatSlider(value=spec.n_sigma, min=1.0, max=10.0,
+        self.n_sigma_slider = widgets.FloatSlider(value=spec.n_sigma, min=0.0, max=N_SIGMA_MAX,
                                                   step=0.1, continuous_update=False,
                                                   readout=False)
         widgets.jslink((self.n_sigma, "value"), (self.n_sigma_slider, "value"))

@@ -173,8 +173,9 @@ class Task(Node):
             return
         self.error = None
         self._value = value
-        self._state()
+        # Dependents first: a status line written on this state reads their new values.
         self._tell_dependents()
+        self._state()
 
     def _state(self) -> None:
         if self.on_state is not None:

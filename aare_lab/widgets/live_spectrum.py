@@ -12,6 +12,7 @@ import numpy as np
 import xarray as xr
 
 from ..binning import count, integer_edges
+from ..capacity import TruncationError
 from ..finders import available_finders, get_finder
 from ..params import parse_cluster_size
 from ..pedestal import Pedestal
@@ -40,6 +41,7 @@ class Snapshot(NamedTuple):
     fits: xr.Dataset | None
     frames_processed: int
     frames_dropped: int
+    frames_truncated: int
     clusters: int
     rate: float
     finished: bool
@@ -286,7 +288,7 @@ class _Consumer:
         self._pending_spec: FinderSpec | None = None
         self._pending_reset: str | None = None
         self.generation = 0
-        self.unread = False
+        self._mailbox: Snapshot | None = None
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name="aare_lab-LiveSpectrum")
         self._spec = widget.spec
@@ -323,12 +325,14 @@ class _Consumer:
                 self._status("training the pedestal")
                 pedestal = train_pedestal(w.dark, self._n_pedestal(), dtype=self._spec.pedestal_dtype,
                                           noise=self._spec.noise, progress=False)
-            finder = self._spec.make_finder(pedestal, on_truncation="warn")
+            # on_truncation="error": no warning on this thread, where nobody would see it;
+            # truncated frames are counted and shown instead.
+            finder = self._spec.make_finder(pedestal, on_truncation="error")
             if finder.name == "cuda":
                 finder.warmup()
             edges = w.edges
             counts = np.zeros(len(edges) - 1, np.int64)
-            under = over = outside = frames = clusters = 0
+            under = over = outside = frames = clusters = truncated = 0
             generation = self.generation
             started = time.perf_counter()
             last_fit, fits = 0.0, None
@@ -346,10 +350,11 @@ class _Consumer:
                     finder = self._switch(finder, spec)
                 if reset is not None:
                     counts[:] = 0
-                    under = over = outside = frames = clusters = 0
+                    under = over = outside = frames = clusters = truncated = 0
                     started, fits = time.perf_counter(), None
                     self._status(reset)
-                n_kept, found = self._process(finder, chunk, edges)
+                n_kept, found, cut = self._process(finder, chunk, edges)
+                truncated += cut
                 if finder.name == "cuda":
                     counts += found
                     outside += n_kept - int(found.sum())
@@ -365,16 +370,18 @@ class _Consumer:
                 if now - last_fit > FIT_EVERY:
                     fits, last_fit = _fit(spectrum, self._spec, w.fit_window), now
                 self._publish(Snapshot(generation, spectrum, fits, frames, _dropped(w.source),
-                                       clusters, frames / max(now - started, 1e-9), False,
-                                       self._spec))
+                                       truncated, clusters, frames / max(now - started, 1e-9),
+                                       False, self._spec))
             spectrum = self._spectrum(finder, counts, edges, frames, under, over, outside)
             self._publish(Snapshot(generation, spectrum, _fit(spectrum, self._spec, w.fit_window),
-                                   frames, _dropped(w.source), clusters,
+                                   frames, _dropped(w.source), truncated, clusters,
                                    frames / max(time.perf_counter() - started, 1e-9), True,
                                    self._spec))
             self._status("stopped" if self._stop.is_set() else "end of the source")
         except Exception as err:  # shown in the widget, never a traceback
             self.ui.call_soon(w._failed, err)
+        finally:
+            self._stop.set()  # ends the read-ahead thread and closes the source
 
     def _n_pedestal(self) -> int:
         n = open_source(self.widget.dark).n_frames
@@ -388,7 +395,7 @@ class _Consumer:
             finder.reconfigure(n_sigma=spec.n_sigma,
                                max_clusters_per_frame=spec.max_clusters_per_frame)
             return finder
-        new = spec.make_finder(finder.pedestal, on_truncation="warn")
+        new = spec.make_finder(finder.pedestal, on_truncation="error")
         if new.name == "cuda":
             new.warmup()
         return new
@@ -401,20 +408,38 @@ class _Consumer:
     def _process(self, finder, chunk, edges):
         """Clusters kept and, on the GPU, the chunk's counts; on the CPU, its energies."""
         if finder.name == "cuda":
-            out = finder.spectrum(chunk.frames, bins=len(edges) - 1,
-                                  range=(float(edges[0]), float(edges[-1])),
-                                  frame_numbers=chunk.numbers, progress=False)
-            return int(out["n_kept"].sum()), out["counts"].to_numpy()
+            try:
+                out = finder.spectrum(chunk.frames, bins=len(edges) - 1,
+                                      range=(float(edges[0]), float(edges[-1])),
+                                      frame_numbers=chunk.numbers, progress=False)
+            except TruncationError as err:
+                out = err.result
+            n_kept = out["n_kept"].to_numpy()
+            cut = int((out["n_found"].to_numpy() > n_kept).sum())
+            return int(n_kept.sum()), out["counts"].to_numpy(), cut
         batch = finder.process_chunk(chunk.frames, chunk.numbers)
-        return len(batch.windows), window_energies(batch.windows)
+        return (len(batch.windows), window_energies(batch.windows),
+                int((batch.n_found > batch.n_kept).sum()))
+
+    @property
+    def unread(self) -> bool:
+        """Whether a snapshot waits for the UI thread."""
+        with self._lock:
+            return self._mailbox is not None
 
     def _publish(self, snapshot: Snapshot) -> None:
-        self.unread = True
-        self.ui.call_soon(self._hand_over, snapshot)
+        # One slot: a snapshot not yet taken is replaced by the newer one, so the UI
+        # thread's queue holds one hand-over at most however fast chunks come.
+        with self._lock:
+            waiting, self._mailbox = self._mailbox is not None, snapshot
+        if not waiting:
+            self.ui.call_soon(self._hand_over)
 
-    def _hand_over(self, snapshot: Snapshot) -> None:
-        self.unread = False
-        self.widget._deliver(snapshot)
+    def _hand_over(self) -> None:
+        with self._lock:
+            snapshot, self._mailbox = self._mailbox, None
+        if snapshot is not None:
+            self.widget._deliver(snapshot)
 
     def _status(self, text: str) -> None:
         self.ui.call_soon(self.widget.status.show, text)
@@ -440,6 +465,8 @@ def _read_ahead(chunks, stop: threading.Event, depth: int = 2):
             item = end
         except Exception as err:  # handed to the consumer, which reports it
             item = err
+        finally:
+            chunks.close()  # a live stream stops its sender
         while not stop.is_set():
             try:
                 ready.put(item, timeout=0.1)
@@ -490,6 +517,9 @@ def _stats_html(s: Snapshot, gain: float | None) -> str:
                  f"{float(f['position_err']) * scale:.2f} {unit}, FWHM "
                  f"{float(f['fwhm']) * scale:.2f} {unit} "
                  f"({100 * float(f['resolution']):.1f} %)")
+    if s.frames_truncated:
+        text += (f"<br><b>{s.frames_truncated:,}</b> frames truncated at "
+                 f"max_clusters_per_frame={s.spec.max_clusters_per_frame}")
     if s.finished:
         text += " — finished"
     return text

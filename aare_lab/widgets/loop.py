@@ -54,6 +54,9 @@ class UiLoop:
         self._lock = threading.Lock()
         self._wake_pending = False
         self._timer_handle = None
+        #: Called with the exception of a callback that raised (a widget shows it in its
+        #: status line); by default it is printed.
+        self.on_error: Callable[[BaseException], None] = _print_error
 
     @property
     def on_ui_thread(self) -> bool:
@@ -105,7 +108,10 @@ class UiLoop:
                 else:
                     self._arm_timer()
                     return ran
-            func(*args)
+            try:
+                func(*args)
+            except Exception as err:  # one failing callback must not stall the others
+                self.on_error(err)
             ran += 1
 
     def _arm_timer(self) -> None:
@@ -122,6 +128,12 @@ class UiLoop:
         """Seconds until the next timer is due (None: no timer)."""
         with self._lock:
             return max(0.0, self._timers[0][0] - time.monotonic()) if self._timers else None
+
+
+def _print_error(error: BaseException) -> None:
+    import traceback
+
+    traceback.print_exception(error)
 
 
 class Job:
@@ -175,8 +187,8 @@ class Worker:
         self._waiting: dict = {}  # key -> the newest job of that key, in submission order
         self._current: Job | None = None
         self._stopped = False
+        # Started by the first job, so a widget whose construction fails leaves no thread.
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
         stop_at_exit(self)
 
     @property
@@ -205,6 +217,8 @@ class Worker:
                 self._current.cancel()
             self._waiting[key] = job
             self._cond.notify()
+            if not self._thread.is_alive():
+                self._thread.start()
         return job
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -216,7 +230,7 @@ class Worker:
                     job.cancel()
             self._waiting.clear()
             self._cond.notify()
-        if threading.current_thread() is not self._thread:
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 
     def _run(self) -> None:
@@ -306,7 +320,12 @@ class Pump:
                     raise
                 self.on_error(view, err)
         for figure in figures.values():
-            figure.redraw()
+            try:
+                figure.redraw()
+            except Exception as err:
+                if self.on_error is None:
+                    raise
+                self.on_error(figure, err)
             self.redraws += 1
         self.ticks += 1
         # A tick that took longer than the period (a PNG rendered on a slow machine) is

@@ -208,8 +208,11 @@ class FinderRunner:
     def _histogram_only(self, job, finder, frames, edges):
         if finder.name == "cuda":
             lo, hi = float(edges[0]), float(edges[-1])
-            out = finder.spectrum(frames, bins=len(edges) - 1, range=(lo, hi),
-                                  frame_numbers=self.numbers, progress=False)
+            try:
+                out = finder.spectrum(frames, bins=len(edges) - 1, range=(lo, hi),
+                                      frame_numbers=self.numbers, progress=False)
+            except TruncationError as err:  # reported by the caller, from n_found/n_kept
+                out = err.result
             counts, n_kept = out["counts"].to_numpy(), out["n_kept"].to_numpy()
             return (out["n_found"].to_numpy(), n_kept, counts, None, None,
                     int(n_kept.sum() - counts.sum()))
