@@ -30,7 +30,7 @@ from .pipeline import DARK_CHUNK
 from .results import save_result, spectrum
 from .simulate import Beam, Detector, Simulator, Truth
 
-SPECTRUM_BIN_ADU = 2.0
+SPECTRUM_BIN_ADU = 2
 
 
 @dataclass
@@ -238,9 +238,10 @@ def save_demo(report: DemoReport, out: str | Path, *, full_results: bool = False
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    spec = spectra(report.results, bins=spectrum_bins(report.detector, report.beam))
+    # Every cluster on integer-aligned bins (the pile-up too), the energy axis in keV.
+    spec = spectra(report.results, width=SPECTRUM_BIN_ADU)
     window = kalpha_window(report.results[report.reference], report.detector, report.beam)
-    figure = spectrum_plot(spec, fit_peaks(spec, window))
+    figure = spectrum_plot(spec, fit_peaks(spec, window), gain=report.detector.gain_adu_per_kev)
     paths = [out / name for name in ("spectrum.png", "summary.txt", "summary.json",
                                      "summary.nc")]
     figure.savefig(paths[0], dpi=120)
@@ -260,12 +261,6 @@ def save_demo(report: DemoReport, out: str | Path, *, full_results: bool = False
     return paths
 
 
-def spectrum_bins(detector: Detector, beam: Beam) -> np.ndarray:
-    """Bin edges in ADU up to 1.5 times the highest line."""
-    top = max(energy for energy, _ in beam.lines) * detector.gain_adu_per_kev * 1.5
-    return np.arange(0.0, top, SPECTRUM_BIN_ADU)
-
-
 def kalpha_window(result: xr.Dataset, detector: Detector, beam: Beam) -> tuple[float, float]:
     """Fit window for the Kα line: 2.5 expected sigmas below it to 1 above, clear of Kβ."""
     kalpha = beam.lines[0][0] * detector.gain_adu_per_kev
@@ -275,6 +270,6 @@ def kalpha_window(result: xr.Dataset, detector: Detector, beam: Beam) -> tuple[f
 
 def kalpha_fit(result: xr.Dataset, detector: Detector, beam: Beam) -> PeakFit:
     """Fit a gaussian on a line to the Kα peak of ``result``'s spectrum."""
-    spec = spectrum(result, bins=spectrum_bins(detector, beam))
+    spec = spectrum(result, width=SPECTRUM_BIN_ADU)
     return fit_peak(spec["energy"].to_numpy(), spec.to_numpy(),
                     window=kalpha_window(result, detector, beam))

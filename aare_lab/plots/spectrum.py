@@ -69,19 +69,22 @@ def run_title(spectra: xr.DataArray) -> str:
     return ", ".join(parts)
 
 
-def ratio_limits(spectra: xr.DataArray, ratio: xr.DataArray, reference: str,
-                 min_counts: int = MIN_RATIO_COUNTS) -> tuple[float, float]:
+def ratio_limits(spectra: xr.DataArray, ratio: xr.DataArray, error: xr.DataArray,
+                 reference: str, min_counts: int = MIN_RATIO_COUNTS) -> tuple[float, float]:
     """Y limits of the ratio panel: the ratios of the bins with at least ``min_counts`` in
-    both spectra, with 1 in view, padded and clipped to `RATIO_CLIP` (the error bars of
-    sparse bins may leave the panel rather than squash it)."""
+    both spectra and their median error bar, with 1 in view, padded and clipped to
+    `RATIO_CLIP` (the error bars of sparse bins may leave the panel rather than squash
+    it, those of well-filled bins stay in it)."""
     ref = spectra.sel(finder=reference).to_numpy()
     others = [f for f in spectra["finder"].to_numpy() if f != reference]
     low, high = [1.0], [1.0]
     for label in others:
         good = (ref >= min_counts) & (spectra.sel(finder=label).to_numpy() >= min_counts)
         r = ratio.sel(finder=label).to_numpy()[good]
-        low.extend(r)
-        high.extend(r)
+        if r.size:
+            typical = float(np.median(error.sel(finder=label).to_numpy()[good]))
+            low.extend(r - typical)
+            high.extend(r + typical)
     lo, hi = min(low), max(high)
     pad = max(0.1 * (hi - lo), 0.02)
     return max(lo - pad, RATIO_CLIP[0]), min(hi + pad, RATIO_CLIP[1])
@@ -238,7 +241,8 @@ class SpectrumView(View):
             ok = np.isfinite(r)
             self.artists[f"ratio_err:{label}"].set_segments(
                 [((xi, ri - ei), (xi, ri + ei)) for xi, ri, ei in zip(x[ok], r[ok], e[ok])])
-        self.ratio_ax.set_ylim(*ratio_limits(spectra, ratio, self.reference, self.min_counts))
+        self.ratio_ax.set_ylim(*ratio_limits(spectra, ratio, error, self.reference,
+                                             self.min_counts))
 
 
 def spectrum_plot(spectra: xr.DataArray, fits: xr.Dataset | None = None, *, log: bool = True,
