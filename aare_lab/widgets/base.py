@@ -104,14 +104,16 @@ class InteractiveWidget(widgets.VBox):
         super().close()
 
     def _task_state(self, task: Task) -> None:
-        fraction, _ = task.progress
+        fraction, text = task.progress
         self.progress.value = 1.0 if not task.running else fraction
         if task.error is not None:
             self.status.fail(_message(task.error))
         elif task.running:
             self.progress.bar_style = "info"
+            self.progress.description = text[:40]
         else:
             self.progress.bar_style = "success"
+            self.progress.description = ""
             self.status.show(self.describe(task))
 
     def describe(self, task: Task) -> str:

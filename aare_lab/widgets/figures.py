@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import itertools
 import threading
+from collections import deque
 
 import ipywidgets as widgets
 import matplotlib
@@ -21,6 +22,8 @@ from matplotlib.figure import Figure
 from .loop import UiLoop
 
 _NUMBERS = itertools.count(1000)
+#: Draws whose thread a figure host remembers.
+DRAWS_KEPT = 1000
 #: A constrained layout doubles the cost of a draw, and between two layouts mostly data
 #: change, so a redraw keeps the axes where they are and the layout is redone, in a draw of
 #: its own, this many seconds after a redraw (at most once per that time).
@@ -52,7 +55,8 @@ class FigureHost:
     widget
         The ipywidget to place in a layout (the canvas, or an ``Image``).
     draw_threads
-        Thread idents of every draw of the figure (tests check they are the UI thread's).
+        Thread idents of the figure's last `DRAWS_KEPT` draws (tests check they are the UI
+        thread's).
     """
 
     def __init__(self, ui: UiLoop, figsize: tuple[float, float] = (7.0, 4.5), *,
@@ -63,7 +67,7 @@ class FigureHost:
         self._layout = self.figure.get_layout_engine()
         self._laid_out = False
         self._relayout_queued = False
-        self.draw_threads: list[int] = []
+        self.draw_threads: deque[int] = deque(maxlen=DRAWS_KEPT)
         if self.interactive:
             from ipympl.backend_nbagg import Canvas, FigureManager
 

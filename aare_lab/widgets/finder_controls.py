@@ -132,9 +132,7 @@ class FinderControls(InteractiveWidget):
                               *inputs.values(), name="spec")
         self.run_node = self.task(self._run, self.spec_node, name="run")
         self.spectrum_host = self.figure_host()
-        from ..plots import SpectrumView
-
-        self._spectrum_view: SpectrumView | None = None
+        self._spectrum_view = None  # drawn with the first outcome
         self.spectrum_node = ViewNode(self._draw_spectrum, self.run_node, pump=self.pump,
                                       figure=self.spectrum_host)
         self.children = [

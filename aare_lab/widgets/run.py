@@ -168,11 +168,12 @@ class FinderRunner:
                        if truncated.any() else None)
             return RunOutcome(spec, None, spectrum, int(n_found.sum()), int(n_kept.sum()),
                               self.n_frames, seconds, message)
-        batches = []
+        batches, done = [], 0
         for batch in finder.find_batches(frames, self.numbers):
             job.check()
             batches.append(batch)
-            job.progress(sum(len(b.frame_numbers) for b in batches) / self.n_frames)
+            done += len(batch.frame_numbers)
+            job.progress(done / self.n_frames)
         try:
             result, message = finder.assemble(batches), None
         except TruncationError as err:
