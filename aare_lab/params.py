@@ -52,15 +52,16 @@ def parse_cluster_size(size: int | str | tuple[int, int]) -> tuple[int, int]:
         except (TypeError, ValueError):
             raise ValueError(f"cluster size {size!r} is not a pair (ny, nx)") from None
     for name, side in (("rows", ny), ("columns", nx)):
-        if side % 2 == 0:
-            raise ValueError(
-                f"cluster size {ny}x{nx}: {name} = {side} is even; a cluster needs a "
-                "centre pixel, so both sides must be odd (3, 5, 7, 9 or 11)"
-            )
+        # The range first: "0 is even" would be true and useless.
         if not MIN_CLUSTER_SIDE <= side <= MAX_CLUSTER_SIDE:
             raise ValueError(
                 f"cluster size {ny}x{nx}: {name} = {side} is outside "
                 f"{MIN_CLUSTER_SIDE}..{MAX_CLUSTER_SIDE}"
+            )
+        if side % 2 == 0:
+            raise ValueError(
+                f"cluster size {ny}x{nx}: {name} = {side} is even; a cluster needs a "
+                "centre pixel, so both sides must be odd (3, 5, 7, 9 or 11)"
             )
     return ny, nx
 

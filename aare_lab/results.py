@@ -198,5 +198,10 @@ def load_result(path: str | os.PathLike) -> xr.Dataset:
     """Read a result written by `save_result` into memory (the file is closed again)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no result file at {path}")
-    with xr.open_dataset(path, engine=NETCDF_ENGINE) as ds:
+    try:
+        ds = xr.open_dataset(path, engine=NETCDF_ENGINE)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path} is not an aare_lab result ({err}); results are the netCDF "
+                         "files that save_result and `aare-lab find --out` write") from None
+    with ds:
         return ds.load()

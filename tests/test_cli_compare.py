@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from aare_lab import FrozenFinder
@@ -91,3 +92,11 @@ def test_bad_input_exits_1(argv, message, capsys, tmp_path, files):
     argv = [str(files["frozen"]) if a == "one.nc" else str(tmp_path / a) for a in argv]
     assert main(["compare", *argv]) == 1
     assert message in capsys.readouterr().err
+
+
+def test_a_file_that_is_not_a_result_is_a_clear_error(files, tmp_path, capsys):
+    frames = tmp_path / "frames.npy"
+    np.save(frames, np.zeros((2, 4, 4), np.uint16))
+    assert main(["compare", str(files["frozen"]), str(frames)]) == 1
+    err = capsys.readouterr().err
+    assert "frames.npy is not an aare_lab result" in err and "Traceback" not in err

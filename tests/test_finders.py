@@ -289,7 +289,7 @@ def test_not_ready_pedestal_is_refused_with_counts():
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"cluster_size": (4, 3)}, "even"),
-    ({"cluster_size": "2x2"}, "even"),
+    ({"cluster_size": "2x2"}, "outside 3..11"),  # the range is checked before parity
     ({"cluster_size": (13, 13)}, "outside 3..11"),
     ({"cluster_size": "3by3"}, "NYxNX"),
     ({"n_sigma": 0}, "n_sigma"),

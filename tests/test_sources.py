@@ -585,3 +585,15 @@ def test_paced_source_repeats_with_rising_frame_numbers_and_refuses_positions():
         source.chunks(start=2)
     with pytest.raises(TypeError, match="live stream"):
         source.read(0, 2)
+
+
+@pytest.mark.parametrize("content", [b"", "truncated"], ids=["empty", "truncated"])
+def test_an_unreadable_npy_file_is_named_with_what_to_do(tmp_path, content):
+    path = tmp_path / "frames.npy"
+    if content == "truncated":
+        np.save(path, np.zeros((10, 16, 16), np.uint16))
+        path.write_bytes(path.read_bytes()[:1000])
+    else:
+        path.write_bytes(content)
+    with pytest.raises(ValueError, match=r"frames.npy' is not a readable .npy file .*numpy.save"):
+        open_source(str(path))

@@ -278,3 +278,9 @@ else:
     raise AssertionError
 """
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+@pytest.mark.parametrize("size", ["0x0", "1x3", "13x3"])
+def test_cluster_sizes_out_of_range_say_so_before_parity(size):
+    with pytest.raises(ValueError, match=r"outside 3\.\.11"):
+        FinderSpec(cluster_size=size)

@@ -48,7 +48,13 @@ class NpySource(FrameSource):
         return f"'{self.path}'"
 
     def _map(self) -> np.ndarray:
-        return np.load(self.path, mmap_mode="r")
+        try:
+            return np.load(self.path, mmap_mode="r")
+        except (EOFError, ValueError, OSError) as err:
+            # np.load names neither the file nor the cause a user can act on.
+            raise ValueError(f"{self.describe()} is not a readable .npy file ({err}): it is "
+                             "empty, truncated or of another format; write it again with "
+                             "numpy.save") from None
 
     @contextmanager
     def _reader(self) -> Iterator[Reader]:
