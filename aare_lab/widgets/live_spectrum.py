@@ -25,7 +25,7 @@ from .base import InteractiveWidget
 from .controls import cluster_size_box, forward, n_sigma_value, size_text
 from .graph import Input, ViewNode
 from .loop import stop_at_exit, wait_until
-from .run import counts_spectrum
+from .run import counts_spectrum, default_n_pedestal
 
 #: Default bins: 10 ADU wide from 0 to 2000 ADU, integer-aligned.
 DEFAULT_EDGES = integer_edges(0, 1999, width=10)
@@ -384,8 +384,7 @@ class _Consumer:
             self._stop.set()  # ends the read-ahead thread and closes the source
 
     def _n_pedestal(self) -> int:
-        n = open_source(self.widget.dark).n_frames
-        return self._spec.n_pedestal or (min(1000, n) if n else 1000)
+        return self._spec.n_pedestal or default_n_pedestal(self.widget.dark)
 
     def _switch(self, finder, spec: FinderSpec):
         """The finder for ``spec``: re-configured when it can be, else a new one that

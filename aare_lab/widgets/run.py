@@ -107,8 +107,7 @@ class FinderRunner:
             self._pedestals[(pedestal.dtype.name, pedestal.noise)] = pedestal.copy()
             n_pedestal = n_pedestal or pedestal.n_pedestal
         if dark is not None and n_pedestal is None:
-            n_dark = open_source(dark).n_frames
-            n_pedestal = min(1000, n_dark) if n_dark else 1000
+            n_pedestal = default_n_pedestal(dark)
         self.n_pedestal = n_pedestal
         self._finder = None
         self._key = None
@@ -228,6 +227,13 @@ class FinderRunner:
             n_found.append(batch.n_found)
             n_kept.append(batch.n_kept)
         return np.concatenate(n_found), np.concatenate(n_kept), counts, under, over, None
+
+
+def default_n_pedestal(dark) -> int:
+    """The pedestal window a widget trains with when none is given: every dark frame, up
+    to 1000."""
+    n_dark = open_source(dark).n_frames
+    return min(1000, n_dark) if n_dark else 1000
 
 
 def counts_spectrum(counts: np.ndarray, edges: np.ndarray, spec: FinderSpec, n_frames: int,
