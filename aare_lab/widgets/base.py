@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from contextlib import contextmanager
 
 import ipywidgets as widgets
@@ -122,6 +123,12 @@ class InteractiveWidget(widgets.VBox):
 
     def _view_failed(self, view, error: BaseException) -> None:
         self.status.fail(f"drawing failed: {_message(error)}")
+
+
+def trim_oldest(cache: OrderedDict, size: int) -> None:
+    """Drop the oldest entries of a worker's cache beyond ``size``."""
+    while len(cache) > size:
+        cache.popitem(last=False)
 
 
 def _message(error: BaseException) -> str:

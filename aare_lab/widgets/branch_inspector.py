@@ -21,7 +21,7 @@ from matplotlib.patches import Rectangle
 from ..branches import Branch
 from ..labels import as_labelled
 from ..params import parse_cluster_size
-from .base import InteractiveWidget, _message
+from .base import InteractiveWidget, _message, trim_oldest
 from .graph import Input, ViewNode
 
 #: Frames and explanations kept per widget, oldest dropped first.
@@ -372,8 +372,7 @@ class BranchInspector(InteractiveWidget):
                     break
             else:
                 raise ValueError(f"frame {frame} is not in the frames given")
-            while len(self._frames_read) > CACHE_SIZE:
-                self._frames_read.popitem(last=False)
+            trim_oldest(self._frames_read, CACHE_SIZE)
         return frame, self._frames_read[frame]
 
     def _explain(self, job, frame: int, pixel):
@@ -387,8 +386,7 @@ class BranchInspector(InteractiveWidget):
             job.check()
             self._explained[key] = explain(self.frames, frame, *pixel, self.results,
                                            dark=self.dark, pedestal=self.pedestal)
-            while len(self._explained) > CACHE_SIZE:
-                self._explained.popitem(last=False)
+            trim_oldest(self._explained, CACHE_SIZE)
         return self._explained[key]
 
     def _task_state(self, task) -> None:

@@ -20,7 +20,7 @@ import xarray as xr
 
 from ..compare import CAUSES, CLASSIFICATIONS, Comparison, compare
 from ..labels import as_labelled
-from .base import InteractiveWidget, _message
+from .base import InteractiveWidget, _message, trim_oldest
 from .graph import Input, Node, ViewNode
 
 Site = tuple[int, int, int]
@@ -392,8 +392,7 @@ class MismatchBrowser(InteractiveWidget):
             job.progress(0.0, f"comparing {pair[0]} with {pair[1]}")
             a, b = (self.results[label] for label in pair)
             self._compared[pair] = compare(a, b, labels=list(pair), tolerance=self.tolerance)
-            while len(self._compared) > CACHE_SIZE:
-                self._compared.popitem(last=False)
+            trim_oldest(self._compared, CACHE_SIZE)
         return self._compared[pair]
 
     def _explain(self, job, request):
@@ -419,8 +418,7 @@ class MismatchBrowser(InteractiveWidget):
                                       pedestal=self.pedestal)
             for s, e in zip(todo, found):
                 self._explained[pair, s] = e
-            while len(self._explained) > CACHE_SIZE:
-                self._explained.popitem(last=False)
+            trim_oldest(self._explained, CACHE_SIZE)
         return self._explained[key]
 
     def _task_state(self, task) -> None:
