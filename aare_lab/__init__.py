@@ -28,6 +28,7 @@ _EXPORTS = {
     "Branch": "branches",
     "TruncationWarning": "capacity",
     "TruncationError": "capacity",
+    "DarkFrameWarning": "dark_quality",
     "train_pedestal": "pipeline",
     "find_clusters": "pipeline",
     "make_result": "results",
@@ -38,12 +39,17 @@ _EXPORTS = {
     "truncated_frames": "results",
     "open_source": "sources",
     "split_dark": "sources",
+    "StreamSource": "sources",
+    "StreamPublisher": "streamsim",
     "fit_peak": "fit",
     "Simulator": "simulate",
     "simulate_run": "simulate",
     "compare_all": "compare",
     "cap_analysis": "caps",
     "fit_peaks": "spectra",
+    "JungfrauCalibration": "jungfrau",
+    "read_clusterfile": "clusterfile",
+    "write_clusterfile": "clusterfile",
 }
 
 #: Submodules reached as attributes without an explicit import.

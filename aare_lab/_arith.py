@@ -28,14 +28,22 @@ TEST1_STORE = np.uint8(Branch.TEST1_STORE)
 TEST3_STORE = np.uint8(Branch.TEST3_STORE)
 TEST3_SKIP = np.uint8(Branch.TEST3_SKIP)
 QUIET_UPDATE = np.uint8(Branch.QUIET_UPDATE)
+#: The pixel status of a JUNGFRAU G0 value, the only one pushed (``finders/_gain.py``).
+G0 = np.uint8(0)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def values_row(frame, off, s, N, v):
-    """Pedestal-subtracted values ``v = (x - off) - s / N`` of one row."""
+def values_row(frame, off, s, N, v, corr):
+    """Pedestal-subtracted values ``v = ((x - off) - corr) - s / N`` of one row.
+
+    ``corr`` is the row's common-mode correction, or None (compiled away) without one.
+    """
     for j in range(len(frame)):
         v[j] = frame[j]
-        v[j] = (v[j] - off[j]) - s[j] / N
+        y = v[j] - off[j]
+        if corr is not None:
+            y = y - corr[j]
+        v[j] = y - s[j] / N
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -58,31 +66,39 @@ def ema(s, s2, y, N):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def pushed_row(frame, off, s, s2, N, new_s, new_s2, new_v):
+def pushed_row(frame, off, s, s2, N, new_s, new_s2, new_v, corr):
     """What one row's state and value would be after pushing the frame's values.
 
     The `ema` update and the value a later read of the pushed pixel sees, ``y - s / N``;
     computed for every pixel of the row and applied by the serial finder where the pixel
-    is quiet.
+    is quiet. ``corr`` as in `values_row`.
     """
     for j in range(len(frame)):
         new_v[j] = frame[j]
         y = new_v[j] - off[j]
+        if corr is not None:
+            y = y - corr[j]
         new_s[j], new_s2[j] = ema(s[j], s2[j], y, N)
         new_v[j] = y - new_s[j] / N
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def update_quiet_row(codes, frame, off, s, s2, N, x):
+def update_quiet_row(codes, frame, off, s, s2, N, x, corr, status):
     """Push the frame's values into the pedestal of the row's QUIET_UPDATE pixels.
 
     The `ema` update in place, without the value read back; ``x`` is scratch of the row's
-    length in the state's dtype.
+    length in the state's dtype; ``corr`` as in `values_row`; ``status`` the row's JUNGFRAU
+    pixel status, of which only G0 is pushed, or None (compiled away) without gain bits.
     """
     for j in range(len(frame)):
         x[j] = frame[j]
-        new_s, new_s2 = ema(s[j], s2[j], x[j] - off[j], N)
+        y = x[j] - off[j]
+        if corr is not None:
+            y = y - corr[j]
+        new_s, new_s2 = ema(s[j], s2[j], y, N)
         quiet = codes[j] == QUIET_UPDATE
+        if status is not None:
+            quiet = quiet and status[j] == G0
         s[j] = new_s if quiet else s[j]
         s2[j] = new_s2 if quiet else s2[j]
 
@@ -101,7 +117,7 @@ def update_frame(frame, off, s, s2, N, x):
     """Push a whole dark frame into a trained pedestal; ``x`` is row scratch."""
     quiet = np.full(frame.shape[1], QUIET_UPDATE)
     for i in range(frame.shape[0]):
-        update_quiet_row(quiet, frame[i], off[i], s[i], s2[i], N, x)
+        update_quiet_row(quiet, frame[i], off[i], s[i], s2[i], N, x, None, None)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -64,15 +64,21 @@ ON_TRUNCATION = ("warn", "error")
 
 
 def truncation_message(frame_numbers: np.ndarray, n_found: np.ndarray,
-                       n_kept: np.ndarray, cap: int | None) -> str | None:
-    """Describe the truncated frames of a run, or return None if there are none."""
+                       n_kept: np.ndarray, cap: int | None,
+                       n_frames: int | None = None) -> str | None:
+    """Describe the truncated frames of a run, or return None if there are none.
+
+    ``n_frames`` counts the frames of the run when the arrays hold only some of them (at
+    least every truncated one); by default they hold all.
+    """
     over = n_found > n_kept
     if cap is None or not over.any():
         return None
     worst = int(np.argmax(n_found))
     lost = int((n_found - n_kept).sum())
+    total = len(n_found) if n_frames is None else n_frames
     return (
-        f"max_clusters_per_frame={cap} truncated {int(over.sum())} of {len(n_found)} frames "
+        f"max_clusters_per_frame={cap} truncated {int(over.sum())} of {total} frames "
         f"({lost} clusters dropped); the largest count was {int(n_found[worst])} in frame "
         f"{int(frame_numbers[worst])}. Raise the cap, or see n_found/n_kept in the result."
     )

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from importlib import import_module
 
 from ._version import __version__
 
-COMMANDS = ("demo", "find", "compare")
+COMMANDS = ("demo", "find", "compare", "dark", "stream-sim", "live", "capture",
+            "convert")
 EXIT_BAD_INPUT = 1
 EXIT_TRUNCATED = 3
 
@@ -26,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"aare-lab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        import_module(f".commands.{name}", __package__).register(sub)
+        import_module(f".commands.{name.replace('-', '_')}", __package__).register(sub)
     return parser
 
 
@@ -37,15 +39,26 @@ def main(argv: list[str] | None = None) -> int:
     from .pedestal import PedestalNotReady
 
     args = build_parser().parse_args(argv)
-    try:
-        return int(args.run(args) or 0)
-    except TruncationError as err:
-        print(f"aare-lab {args.command}: {err}", file=sys.stderr)
-        return EXIT_TRUNCATED
-    except (FileNotFoundError, ValueError, TypeError, KeyError, ImportError,
-            PedestalNotReady, GpuUnavailable, GpuError) as err:
-        print(f"aare-lab {args.command}: error: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    with warnings.catch_warnings():
+        warnings.showwarning = _warning_line(args.command)
+        try:
+            return int(args.run(args) or 0)
+        except TruncationError as err:
+            print(f"aare-lab {args.command}: {err}", file=sys.stderr)
+            return EXIT_TRUNCATED
+        except (FileNotFoundError, ValueError, TypeError, KeyError, ImportError,
+                TimeoutError, PedestalNotReady, GpuUnavailable, GpuError) as err:
+            # TimeoutError: a stream that sends nothing (sources.StreamTimeout).
+            print(f"aare-lab {args.command}: error: {err}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+
+
+def _warning_line(command: str):
+    """A `warnings.showwarning` that prints one line like the errors: a shell user can act
+    on the message, not on the source line Python would quote."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"aare-lab {command}: {category.__name__}: {message}", file=sys.stderr)
+    return show
 
 
 if __name__ == "__main__":

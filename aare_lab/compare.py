@@ -40,6 +40,7 @@ from .branches import Branch, cf_flag_attrs
 from .flags import cf_flags
 from .labels import as_labelled
 from .params import parse_cluster_size
+from .results import check_result
 from .spec import timing_model
 
 CLASSIFICATIONS = ("truncated", "duplicate_neighbour", "displaced", "near_neighbour",
@@ -95,6 +96,8 @@ def check_comparable(results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
     labels, results = as_labelled(results, labels)
     if len(results) < 2:
         raise ValueError(f"need at least two results to compare, got {len(results)}")
+    for label, result in zip(labels, results):
+        check_result(result, label)
     ref_label, ref = labels[0], results[0]
     for label, result in zip(labels[1:], results[1:]):
         problems = []

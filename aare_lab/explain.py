@@ -57,7 +57,9 @@ class Explanation:
         ``branch`` (recomputed) and ``finder_branch`` (the finder's own map); per test
         ``lhs``, ``rhs``, ``outcome``, ``margin`` (``lhs - rhs``), ``margin_ulps`` (in
         ULPs of the finder's dtype at the larger operand), ``margin_f32_ulps`` and
-        ``same_in_float32`` (the operands round to the same float32).
+        ``same_in_float32`` (the operands round to the same float32); ``common_mode``
+        and ``region`` per finder: the frame's offset of the site's common-mode region
+        (subtracted from every tap of that region; NaN and -1 without one).
     deciding_test
         The first test on the decision path whose outcome differs between the finders,
         or None when they all decide alike.
@@ -93,8 +95,11 @@ class Explanation:
 
 
 def _site_numbers(frame: np.ndarray, state: dict, codes: np.ndarray, config: FinderSpec,
-                  pedestal: Pedestal, y: int, x: int) -> dict:
-    """Recompute the decision at ``(y, x)`` in the pedestal dtype, as the finder reads it."""
+                  pedestal: Pedestal, y: int, x: int, offsets: np.ndarray | None) -> dict:
+    """Recompute the decision at ``(y, x)`` in the pedestal dtype, as the finder reads it.
+
+    ``offsets`` are the frame's common-mode offsets per region (None without common mode).
+    """
     t = pedestal.dtype.type
     n_, nsig = pedestal.N, t(config.n_sigma)
     cy, cx = config.cluster_size
@@ -105,6 +110,7 @@ def _site_numbers(frame: np.ndarray, state: dict, codes: np.ndarray, config: Fin
     shape = (cy, cx)
     mean, rms, v = (np.full(shape, np.nan) for _ in range(3))
     updated = np.zeros(shape, bool)
+    labels = None if offsets is None else config.common_mode.labels(frame.shape)
     values = []
     for a in range(cy):
         for b in range(cx):
@@ -113,14 +119,16 @@ def _site_numbers(frame: np.ndarray, state: dict, codes: np.ndarray, config: Fin
                 continue
             xt, off = t(frame[yy, xx]), state["off"][yy, xx]
             s, s2 = state["s"][yy, xx], state["s2"][yy, xx]
+            yv = xt - off
+            if labels is not None and labels[yy, xx] >= 0:
+                yv = yv - offsets[labels[yy, xx]]
             if serial and (a, b) < (ry, rx) and codes[yy, xx] == Branch.QUIET_UPDATE:
                 # update_pixel then refresh_value of the serial finder, in the same order.
-                yv = xt - off
                 s = s + (yv - s / n_)
                 s2 = s2 + (yv * yv - s2 / n_)
                 updated[a, b] = True
             resid = s / n_
-            val = (xt - off) - resid
+            val = yv - resid
             var = s2 / n_ - resid * resid
             sigma = state["rms_fixed"][yy, xx] if pedestal.noise == "fixed" else (
                 np.sqrt(var) if var > 0 else t(0))
@@ -154,7 +162,9 @@ def _site_numbers(frame: np.ndarray, state: dict, codes: np.ndarray, config: Fin
                            margin_ulps=margin / _ulp(magnitude, pedestal.dtype),
                            margin_f32_ulps=margin / _ulp(magnitude, np.float32),
                            same_in_float32=bool(np.float32(lhs) == np.float32(rhs)))
-    return dict(mean=mean, rms=rms, v=v, updated=updated, thr=float(thr), c3=float(c3),
+    region = -1 if labels is None else int(labels[y, x])
+    return dict(common_mode=float(offsets[region]) if region >= 0 else np.nan, region=region,
+                mean=mean, rms=rms, v=v, updated=updated, thr=float(thr), c3=float(c3),
                 c3_thr=float(c3_thr), m=float(m), tot=float(tot), max_others=float(max_others),
                 branch=code, finder_branch=Branch(int(codes[y, x])), tests=tests)
 
@@ -205,7 +215,8 @@ def _build(frame_number: int, y: int, x: int, frame: np.ndarray, labels: list[st
          "v": (fin, stack("v"), {"units": "ADU", "long_name": "pedestal-subtracted value"}),
          "updated": (fin, stack("updated")),
          **{k: ("finder", np.array([n[k] for n in numbers]))
-            for k in ("thr", "c3", "c3_thr", "m", "tot", "max_others")},
+            for k in ("thr", "c3", "c3_thr", "m", "tot", "max_others", "common_mode",
+                      "region")},
          "branch": ("finder", np.array([n["branch"] for n in numbers], np.uint8),
                     cf_flag_attrs("branch recomputed from the pedestal state")),
          "finder_branch": ("finder", np.array([n["finder_branch"] for n in numbers], np.uint8),
@@ -306,6 +317,8 @@ def explain_sites(frames, sites: Sequence[tuple[int, int, int]],
         different cluster sizes, or a pedestal that does not fit a finder.
     """
     labels, finders = as_labelled(finders, labels)
+    if not finders:
+        raise ValueError("give at least one finder to explain: a result or a FinderSpec")
     configs = [f if isinstance(f, FinderSpec) else FinderSpec.from_result(f) for f in finders]
     if len({c.cluster_size for c in configs}) > 1:
         raise ValueError("the finders use different cluster sizes: "
@@ -337,15 +350,18 @@ def explain_sites(frames, sites: Sequence[tuple[int, int, int]],
         for i in np.flatnonzero(np.isin(chunk.numbers, wanted)):
             advance(chunk.frames[start:i], chunk.numbers[start:i])
             number, frame = int(chunk.numbers[i]), chunk.frames[i]
-            states, codes = [], []
+            states, codes, offsets = [], [], []
             for r in runners:
                 states.append(r.pedestal.state())
                 result = r.find(frame[np.newaxis], [number], branch_maps=True, progress=False)
                 codes.append(result["branch_map"].to_numpy()[0])
+                offsets.append(result["common_mode"].to_numpy()[0]
+                               if "common_mode" in result else None)
             for f, y, x in sites:
                 if f == number and (f, y, x) not in done:
-                    numbers = [_site_numbers(frame, s, c, cfg, r.pedestal, y, x)
-                               for s, c, cfg, r in zip(states, codes, configs, runners)]
+                    numbers = [_site_numbers(frame, s, c, cfg, r.pedestal, y, x, o)
+                               for s, c, cfg, r, o in zip(states, codes, configs, runners,
+                                                          offsets)]
                     done[f, y, x] = _build(number, y, x, frame, labels, configs,
                                            [r.pedestal for r in runners], states, numbers)
             wanted.remove(number)

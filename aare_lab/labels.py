@@ -60,6 +60,8 @@ def as_labelled(results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
 
     Raises
     ------
+    TypeError
+        For results without attributes (a file name instead of a loaded result...).
     ValueError
         For labels given with a mapping, a wrong number of labels, or repeated labels.
     """
@@ -70,7 +72,11 @@ def as_labelled(results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
         labels, datasets = list(map(str, results)), list(results.values())
     else:
         datasets = list(results)
-        labels = result_labels(datasets) if labels is None else [str(s) for s in labels]
+    for item in datasets:
+        if not isinstance(getattr(item, "attrs", None), Mapping):
+            raise TypeError(f"expected finder results (Datasets from a finder or "
+                            f"aare_lab.load_result), got {type(item).__name__} {item!r:.60}")
+    labels = result_labels(datasets) if labels is None else [str(s) for s in labels]
     if len(labels) != len(datasets):
         raise ValueError(f"{len(labels)} labels for {len(datasets)} results")
     if len(set(labels)) != len(labels):

@@ -9,16 +9,20 @@ every pushed value moves the state by an exponential moving average over ``n_ped
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 import numpy as np
 
 from ._arith import rms_map, round_half_away_array, update_frame
+from ._version import __version__
 from .checks import positive_int
 from .frames import as_frame_stack
 
 PEDESTAL_DTYPES = ("float64", "float32")
 NOISE_MODES = ("running", "fixed")
+#: The attribute that marks a pedestal file, and the version of its layout.
+FILE_MARK, FILE_VERSION = "aare_lab_pedestal", 1
 
 
 class PedestalNotReady(RuntimeError):
@@ -192,3 +196,84 @@ class Pedestal:
         if self.noise == "fixed":
             self.rms_fixed = np.empty(self.frame_shape, self.dtype)
             rms_map(self.s, self.s2, self.N, self.rms_fixed)
+
+    # ------------------------------------------------------------------- files
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the whole state to a netCDF file that `load` turns back into this pedestal.
+
+        The training sums, the trained state (``off``, ``s``, ``s2``, ``rms_fixed``) in the
+        pedestal dtype, N, the frames pushed, the dtype, the noise mode and the frame
+        shape are stored exactly, so a loaded pedestal goes on bit for bit as this one
+        would (also one saved while still training).
+
+        Parameters
+        ----------
+        path
+            The file to write (``.nc`` by convention); replaced if it exists. It appears
+            complete or not at all (`aare_lab.results.write_netcdf`).
+        """
+        import xarray as xr
+
+        from .results import write_netcdf
+
+        dims = ("y", "x")
+        data = {"sum": (dims, self._sum), "sum2": (dims, self._sum2)}
+        if self.ready:
+            data.update(off=(dims, self.off), s=(dims, self.s), s2=(dims, self.s2))
+            if self.noise == "fixed":
+                data["rms_fixed"] = (dims, self.rms_fixed)
+        attrs = {FILE_MARK: FILE_VERSION, "title": "aare_lab pedestal",
+                 "n_pedestal": self.n_pedestal, "n_frames": self.n_frames,
+                 "dtype": self.dtype.name, "noise": self.noise,
+                 "frame_shape": np.asarray(self.frame_shape, np.int64),
+                 "aare_lab_version": __version__}
+        write_netcdf(xr.Dataset(data, attrs=attrs), path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Pedestal:
+        """Read a pedestal written by `save` (or ``aare-lab find --save-pedestal``).
+
+        Raises
+        ------
+        FileNotFoundError
+            For a missing file.
+        ValueError
+            For a file that is not an aare_lab pedestal, naming it.
+        """
+        import xarray as xr
+
+        from .results import NETCDF_ENGINE
+        from .sources.base import existing_file
+
+        path = existing_file(path)
+        hint = ("pedestal files are written by Pedestal.save or "
+                "`aare-lab find --save-pedestal FILE`")
+        try:
+            with xr.open_dataset(path, engine=NETCDF_ENGINE) as ds:
+                ds = ds.load()
+        except (OSError, ValueError) as err:
+            raise ValueError(f"{path} is not a pedestal file ({err}); {hint}") from None
+        if ds.attrs.get(FILE_MARK) != FILE_VERSION:
+            raise ValueError(f"{path} is not a pedestal file (no {FILE_MARK}={FILE_VERSION} "
+                             f"attribute); {hint}")
+        a = ds.attrs
+        try:
+            ped = cls(tuple(a["frame_shape"]), int(a["n_pedestal"]), str(a["dtype"]),
+                      str(a["noise"]))
+            ped.n_frames = int(a["n_frames"])
+            # Own, writable, C-ordered copies: the compiled updates write into them.
+            ped._sum, ped._sum2 = (np.array(ds[name], np.float64, order="C")
+                                   for name in ("sum", "sum2"))
+            if ped.n_frames >= ped.n_pedestal:
+                ped.off, ped.s, ped.s2 = (np.array(ds[name], ped.dtype, order="C")
+                                          for name in ("off", "s", "s2"))
+                if ped.noise == "fixed":
+                    ped.rms_fixed = np.array(ds["rms_fixed"], ped.dtype, order="C")
+        except KeyError as err:
+            raise ValueError(f"{path} is an incomplete pedestal file: {err} is missing; "
+                             f"{hint}") from None
+        arrays = [ped._sum, ped._sum2] + ([ped.off, ped.s, ped.s2] if ped.ready else [])
+        if any(arr.shape != ped.frame_shape for arr in arrays):
+            raise ValueError(f"{path} is a damaged pedestal file: its arrays are not of its "
+                             f"frame shape {ped.frame_shape}; {hint}")
+        return ped

@@ -3,19 +3,55 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from os import PathLike
 
+import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
+from .jungfrau import ADC_BITS
 from .pedestal import Pedestal
-from .sources import open_source
+from .sources import FrameSource, open_source
 from .spec import FinderSpec
 
 DARK_CHUNK = 100
 
 
+def check_frame_shapes(dark: FrameSource, frames) -> None:
+    """Refuse data frames whose frame shape is not that of the dark frames, naming both.
+
+    Checked before training, so that a mismatch is the first thing said rather than
+    what training or finding trips over later.
+
+    Parameters
+    ----------
+    dark
+        The dark frames.
+    frames
+        The data frames: a `FrameSource` or an array (NumPy or CuPy); anything else is
+        left to the finder's own checks.
+
+    Raises
+    ------
+    ValueError
+        For different frame shapes.
+    """
+    if isinstance(frames, FrameSource):
+        shape, name = tuple(frames.frame_shape), frames.describe()
+    elif len(getattr(frames, "shape", ())) >= 2:
+        shape, name = tuple(frames.shape[-2:]), "the frames array"
+    else:
+        return
+    if shape != tuple(dark.frame_shape):
+        raise ValueError(
+            f"the frames of {name} are {shape[0]}x{shape[1]} (ny x nx) but the dark frames "
+            f"of {dark.describe()} are {dark.frame_shape[0]}x{dark.frame_shape[1]}: give "
+            "dark frames of the same detector and region of interest")
+
+
 def train_pedestal(dark, n_pedestal: int = 1000, *, dtype: str = "float64",
-                   noise: str = "running", progress: bool = True) -> Pedestal:
+                   noise: str = "running", progress: bool = True,
+                   option: str = "n_pedestal", g0_only: bool = False) -> Pedestal:
     """Train a `Pedestal` on dark frames.
 
     Parameters
@@ -30,25 +66,44 @@ def train_pedestal(dark, n_pedestal: int = 1000, *, dtype: str = "float64",
         As for `Pedestal`.
     progress
         Show a progress bar.
+    option
+        How the error messages name ``n_pedestal`` (the CLI: ``"--n-pedestal"``).
+    g0_only
+        Raw JUNGFRAU dark frames for a calibrated run: refuse any pixel whose gain bits
+        are not G0's 00 (the pedestal is the G0 pedestal, docs/algorithm.md).
 
     Raises
     ------
     ValueError
-        If there are fewer than ``n_pedestal`` dark frames.
+        If there are fewer than ``n_pedestal`` dark frames, or with ``g0_only`` a dark
+        frame that is not all G0.
     """
     source = open_source(dark)
     if source.n_frames is not None and source.n_frames < n_pedestal:
         raise ValueError(
-            f"too few dark frames: {source.n_frames} given, n_pedestal={n_pedestal} needed "
-            "(record more dark frames or lower n_pedestal)"
+            f"too few dark frames in {source.describe()}: {source.n_frames} given, "
+            f"{option}={n_pedestal} needed (record more dark frames or lower {option})"
         )
     pedestal = Pedestal(source.frame_shape, n_pedestal, dtype, noise)
     with tqdm(total=source.n_frames, unit="frame", desc="pedestal", disable=not progress) as bar:
         for chunk in source.chunks(DARK_CHUNK):
+            if g0_only:
+                _require_g0(chunk, source)
             pedestal.push_dark(chunk.frames)
             bar.update(len(chunk.numbers))
     pedestal.require_ready()
     return pedestal
+
+
+def _require_g0(chunk, source: FrameSource) -> None:
+    """Refuse a chunk of JUNGFRAU dark frames with a pixel outside G0 (gain bits 00)."""
+    switched = np.count_nonzero(chunk.frames >> ADC_BITS, axis=(1, 2))
+    if switched.any():
+        k = int(np.argmax(switched > 0))
+        raise ValueError(
+            f"dark frame {int(chunk.numbers[k])} of {source.describe()} has {switched[k]} "
+            "pixels with gain bits other than G0's: the dark frames of a calibrated JUNGFRAU "
+            "run train the G0 pedestal and must all read G0 (record them without beam)")
 
 
 def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
@@ -56,7 +111,7 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
                   cluster_size: int | str | tuple[int, int] = (3, 3),
                   n_pedestal: int = 1000, pedestal_dtype: str = "float64",
                   noise: str = "running", max_clusters_per_frame: int | None = None,
-                  window_dtype: str = "int32",
+                  window_dtype: str = "int32", common_mode=None, calibration=None,
                   branch_maps: bool | Iterable[int] | None = None, progress: bool = True,
                   **finder_options) -> xr.Dataset:
     """Train a pedestal on ``dark`` (or take ``pedestal``) and find clusters in ``frames``.
@@ -75,8 +130,9 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
         dtype, noise mode and ``n_pedestal`` (if set; 1000 when training).
     finder
         A name from `aare_lab.finders.available_finders`.
-    n_sigma, cluster_size, max_clusters_per_frame, window_dtype
-        Finder parameters (see `aare_lab.spec.FinderSpec`).
+    n_sigma, cluster_size, max_clusters_per_frame, window_dtype, common_mode, calibration
+        Finder parameters (see `aare_lab.spec.FinderSpec`); with a calibration the dark
+        frames must all be G0.
     n_pedestal, pedestal_dtype, noise
         Pedestal configuration when training from ``dark`` (a given ``pedestal`` brings
         its own).
@@ -117,22 +173,30 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
         ("pedestal_dtype", pedestal_dtype, "float64"), ("noise", noise, "running"),
         ("max_clusters_per_frame", max_clusters_per_frame, None),
         ("window_dtype", window_dtype, "int32")) if value != default}
+    for name, value in (("common_mode", common_mode), ("calibration", calibration)):
+        if value is not None:
+            given[name] = value
     if spec is None:
         if pedestal is not None:
             # A trained pedestal brings its own configuration.
             pedestal_dtype, noise, n_pedestal = (pedestal.dtype.name, pedestal.noise,
                                                  pedestal.n_pedestal)
         spec = FinderSpec(finder, n_sigma, cluster_size, pedestal_dtype, noise,
-                          max_clusters_per_frame, window_dtype, n_pedestal)
+                          max_clusters_per_frame, window_dtype, n_pedestal, common_mode,
+                          calibration)
     elif given:
         raise TypeError(f"give the finder parameters either as spec= or as arguments, not "
                         f"both (got spec and {', '.join(given)})")
     if pedestal is None:
         if dark is None:
             raise ValueError("give dark frames (dark=...) or a trained pedestal (pedestal=...)")
+        if isinstance(frames, (str, PathLike)):
+            frames = open_source(frames)
+        dark = open_source(dark)
+        check_frame_shapes(dark, frames)
         pedestal = train_pedestal(dark, spec.n_pedestal or n_pedestal,
                                   dtype=spec.pedestal_dtype, noise=spec.noise,
-                                  progress=progress)
+                                  progress=progress, g0_only=spec.calibration is not None)
     else:
         pedestal.require_ready()
         pedestal = pedestal.copy()

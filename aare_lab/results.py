@@ -5,36 +5,61 @@ them):
 
 - ``frame_number(cluster)`` int64, ``y(cluster)``, ``x(cluster)`` int32 centre pixel,
   ``window(cluster, wy, wx)`` pedestal-subtracted values (int32 unless asked otherwise),
-  ``energy(cluster)`` the window sum in ADU;
+  ``energy(cluster)`` the window sum, in ADU (keV with a JUNGFRAU calibration: window and
+  energy carry their ``units``);
 - ``n_found(frame)``, ``n_kept(frame)`` int64, coordinate ``frame`` = frame numbers;
 - optional ``branch_map(branch_frame, row, col)`` uint8 with CF flags (use `branch_maps`
   to get it as a ``DataArray(frame, y, x)``);
 - attributes stamped once, here, from the run's `aare_lab.spec.FinderSpec`: finder,
   n_sigma, cluster_size, pedestal_dtype, noise, n_pedestal, max_clusters_per_frame
   (``aare_lab.capacity.NO_CAP`` = -1: no capacity), window_dtype; then frame_shape and
-  aare_lab_version.
+  aare_lab_version; and from the pedestal ``dark_frames``, ``dark_effective_frames``,
+  ``dark_rms_relative_uncertainty`` and ``dark_expected_false_rate_factor`` (what its dark
+  frames mean for false clusters, `aare_lab.dark_quality`);
+- with a JUNGFRAU calibration (attribute ``calibration_sha256``, `aare_lab.spec`):
+  ``n_flagged(frame)`` the pixels flagged in each frame (never photons);
+- with common mode (attribute ``common_mode`` other than ``"none"``): ``common_mode(frame,
+  region)`` the offset subtracted from each region's pixels (ADU, pedestal dtype),
+  ``common_mode_pixels(frame, region)`` the pixels its estimate came from, and for a user's
+  label map ``common_mode_labels(row, col)`` (presets are rebuilt from their name).
 """
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 import xarray as xr
 
 from ._version import __version__
+from ._window_sums import integer_window_sums
+from .atomic import replace_atomically
 from .binning import DEFAULT_BINS, count, edges_for
 from .branches import cf_flag_attrs
+from .params import format_cluster_size
 from .spec import FinderSpec
 
+if TYPE_CHECKING:
+    from .dark_quality import DarkQuality
+
 NETCDF_ENGINE = "h5netcdf"
+#: The variables and attributes every result holds (the contract above).
+RESULT_VARIABLES = ("frame_number", "y", "x", "window", "energy", "n_found", "n_kept", "frame")
+RESULT_ATTRS = ("finder", "n_sigma", "cluster_size", "pedestal_dtype", "noise",
+                "max_clusters_per_frame", "window_dtype", "n_pedestal", "frame_shape")
 
 
 def make_result(*, spec: FinderSpec, frame_shape: tuple[int, int], frame_numbers: np.ndarray,
                 n_found: np.ndarray, n_kept: np.ndarray, cluster_frame: np.ndarray,
                 cluster_y: np.ndarray, cluster_x: np.ndarray, windows: np.ndarray,
                 branch_maps: np.ndarray | None = None,
-                branch_frames: np.ndarray | None = None) -> xr.Dataset:
+                branch_frames: np.ndarray | None = None,
+                common_mode: np.ndarray | None = None,
+                common_mode_pixels: np.ndarray | None = None,
+                n_flagged: np.ndarray | None = None,
+                dark: DarkQuality | None = None,
+                energy: np.ndarray | None = None) -> xr.Dataset:
     """Assemble a finder run into the result Dataset and stamp its provenance.
 
     Parameters
@@ -51,6 +76,15 @@ def make_result(*, spec: FinderSpec, frame_shape: tuple[int, int], frame_numbers
         Per kept cluster: its frame number, centre and window.
     branch_maps, branch_frames
         Optional branch codes ``(k, ny, nx)`` and the frame numbers they belong to.
+    common_mode, common_mode_pixels
+        With ``spec.common_mode``: per frame and region, the offset and its pixel count.
+    n_flagged
+        With ``spec.calibration``: per frame, the pixels flagged (`aare_lab.jungfrau`).
+    dark
+        What the pedestal's dark frames mean for false clusters: its
+        `aare_lab.dark_quality.DarkQuality.attrs` (``dark_frames``...) are stamped too.
+    energy
+        `window_energies` of ``windows``, when the caller has them already.
 
     Returns
     -------
@@ -65,6 +99,7 @@ def make_result(*, spec: FinderSpec, frame_shape: tuple[int, int], frame_numbers
         raise ValueError("a result needs the pedestal window: give the spec an n_pedestal")
     ry, rx = spec.radius
     windows = np.asarray(windows)
+    units = spec.units
     ds = xr.Dataset(
         data_vars={
             "frame_number": ("cluster", np.asarray(cluster_frame, np.int64),
@@ -75,9 +110,9 @@ def make_result(*, spec: FinderSpec, frame_shape: tuple[int, int], frame_numbers
                   {"long_name": "column of the cluster centre", "units": "pixel"}),
             "window": (("cluster", "wy", "wx"), windows,
                        {"long_name": "pedestal-subtracted window, raster order",
-                        "units": "ADU"}),
-            "energy": ("cluster", window_energies(windows),
-                       {"long_name": "cluster energy (window sum)", "units": "ADU"}),
+                        "units": units}),
+            "energy": ("cluster", window_energies(windows) if energy is None else energy,
+                       {"long_name": "cluster energy (window sum)", "units": units}),
             "n_found": ("frame", np.asarray(n_found, np.int64),
                         {"long_name": "clusters found in the frame"}),
             "n_kept": ("frame", np.asarray(n_kept, np.int64),
@@ -97,8 +132,28 @@ def make_result(*, spec: FinderSpec, frame_shape: tuple[int, int], frame_numbers
             **spec.attrs,
             "frame_shape": np.asarray(frame_shape, np.int64),
             "aare_lab_version": __version__,
+            **({} if dark is None else dark.attrs),
         },
     )
+    if spec.common_mode is not None:
+        regions = np.arange(np.shape(common_mode)[1], dtype=np.int32)
+        ds["common_mode"] = xr.DataArray(
+            np.asarray(common_mode), dims=("frame", "region"), coords={"region": regions},
+            attrs={"long_name": "common-mode offset subtracted from the region",
+                   "units": "ADU"})
+        ds["common_mode_pixels"] = xr.DataArray(
+            np.asarray(common_mode_pixels, np.int64), dims=("frame", "region"),
+            coords={"region": regions},
+            attrs={"long_name": "pixels the common-mode offset was estimated from"})
+        if spec.common_mode.label_map is not None:
+            ds["common_mode_labels"] = (("row", "col"), np.asarray(spec.common_mode.label_map),
+                                        {"long_name": "common-mode region of each pixel",
+                                         "comment": "-1: excluded"})
+    if spec.calibration is not None:
+        ds["n_flagged"] = ("frame", np.asarray(n_flagged, np.int64),
+                           {"long_name": "pixels flagged in the frame (never photons)",
+                            "comment": "invalid gain, readout error, saturated or "
+                                       "uncalibrated: aare_lab.jungfrau.FLAG_MEANINGS"})
     if branch_maps is not None:
         ds["branch_map"] = xr.DataArray(
             np.asarray(branch_maps, np.uint8), dims=("branch_frame", "row", "col"),
@@ -106,6 +161,27 @@ def make_result(*, spec: FinderSpec, frame_shape: tuple[int, int], frame_numbers
             attrs=cf_flag_attrs(),
         )
     return ds
+
+
+def check_result(result: xr.Dataset, name: str = "the result") -> None:
+    """Refuse anything but a finder result: a Dataset with `RESULT_VARIABLES` and
+    `RESULT_ATTRS` (what `compare` and `aare_lab.explain` read).
+
+    Raises
+    ------
+    TypeError
+        For an object that is not an `xarray.Dataset`.
+    ValueError
+        For a Dataset that lacks some of them, naming ``name`` and what is missing.
+    """
+    if not isinstance(result, xr.Dataset):
+        raise TypeError(f"{name} must be a finder result (a Dataset from a finder or "
+                        f"load_result), got {type(result).__name__}")
+    missing = [v for v in RESULT_VARIABLES if v not in result.variables]
+    missing += [f"attribute {a}" for a in RESULT_ATTRS if a not in result.attrs]
+    if missing:
+        raise ValueError(f"{name} is not an aare_lab finder result: it lacks "
+                         f"{', '.join(missing)}")
 
 
 def branch_maps(result: xr.Dataset) -> xr.DataArray:
@@ -136,18 +212,28 @@ def truncated_frames(result: xr.Dataset) -> np.ndarray:
     return result["frame"].to_numpy()[mask]
 
 
-def window_energies(windows: np.ndarray) -> np.ndarray:
-    """The energy of each cluster: the float64 sum of its window ``(n, wy, wx)`` (ADU)."""
-    return windows.sum(axis=(1, 2), dtype=np.float64)
+def window_energies(windows: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The energy of each cluster: the float64 sum of its window ``(n, wy, wx)`` (ADU).
+
+    ``out``, if given, receives the sums (float64, one per window) and is returned.
+    """
+    if out is None:
+        out = np.empty(len(windows), np.float64)
+    if windows.dtype == np.int32:
+        # Exact, so any order of the additions gives NumPy's value, several times faster.
+        integer_window_sums(windows, out)
+        return out
+    return windows.sum(axis=(1, 2), dtype=np.float64, out=out)
 
 
-def energy_coords(edges: np.ndarray) -> dict:
-    """The coordinates of a spectrum over ``edges`` (ADU): the bin centres ``energy`` and
-    the edges ``energy_lo`` and ``energy_hi``, for `xarray.DataArray` ``coords``."""
+def energy_coords(edges: np.ndarray, units: str = "ADU") -> dict:
+    """The coordinates of a spectrum over ``edges`` (in ``units``): the bin centres
+    ``energy`` and the edges ``energy_lo`` and ``energy_hi``, for `xarray.DataArray`
+    ``coords``."""
     edges = np.asarray(edges, float)
-    return {"energy": ("energy", 0.5 * (edges[:-1] + edges[1:]), {"units": "ADU"}),
-            "energy_lo": ("energy", edges[:-1], {"units": "ADU"}),
-            "energy_hi": ("energy", edges[1:], {"units": "ADU"})}
+    return {"energy": ("energy", 0.5 * (edges[:-1] + edges[1:]), {"units": units}),
+            "energy_lo": ("energy", edges[:-1], {"units": units}),
+            "energy_hi": ("energy", edges[1:], {"units": units})}
 
 
 def spectrum(result: xr.Dataset, bins: int | np.ndarray = DEFAULT_BINS,
@@ -160,13 +246,14 @@ def spectrum(result: xr.Dataset, bins: int | np.ndarray = DEFAULT_BINS,
     result
         A finder result.
     bins
-        Bin edges (ADU), or a number of bins: equal bins over ``range`` (as
+        Bin edges (in the units of the result's ``energy``: ADU, or keV for a JUNGFRAU
+        calibration), or a number of bins: equal bins over ``range`` (as
         `numpy.histogram`), or without a range at most that many integer-aligned bins
         (edges at ``k - 0.5``) holding every cluster (`aare_lab.binning.data_edges`).
     range
-        ``(low, high)`` in ADU; clusters outside are counted in the attributes.
+        ``(low, high)`` in those units; clusters outside are counted in the attributes.
     width
-        A whole number of ADU per bin instead of ``bins``, over ``range`` or the data.
+        A whole number of units per bin instead of ``bins``, over ``range`` or the data.
 
     Returns
     -------
@@ -180,8 +267,9 @@ def spectrum(result: xr.Dataset, bins: int | np.ndarray = DEFAULT_BINS,
     edges = edges_for([energies], bins, range, width)
     counts, underflow, overflow = count(energies, edges)
     a = result.attrs
+    units = result["energy"].attrs.get("units", "ADU")
     return xr.DataArray(
-        counts, dims="energy", coords=energy_coords(edges), name="counts",
+        counts, dims="energy", coords=energy_coords(edges, units), name="counts",
         attrs={"long_name": "clusters per energy bin", "finder": a.get("finder", ""),
                "n_sigma": a.get("n_sigma", np.nan), "cluster_size": a.get("cluster_size", ""),
                "n_frames": int(result.sizes.get("frame", 0)),
@@ -189,19 +277,50 @@ def spectrum(result: xr.Dataset, bins: int | np.ndarray = DEFAULT_BINS,
     )
 
 
+def counts_spectrum(counts: np.ndarray, edges: np.ndarray, spec: FinderSpec, n_frames: int,
+                    underflow: int | None, overflow: int | None,
+                    outside: int | None = None) -> xr.DataArray:
+    """Counts accumulated over ``edges`` as the DataArray `aare_lab.results.spectrum` makes.
+
+    ``outside`` counts the clusters beyond the edges when only their total is known (the
+    GPU's histogram counts inside the range only); then ``underflow`` and ``overflow``
+    are None and left out of the attributes.
+    """
+    attrs = {"long_name": "clusters per energy bin", "finder": spec.finder,
+             "n_sigma": spec.n_sigma, "cluster_size": format_cluster_size(spec.cluster_size),
+             "n_frames": int(n_frames)}
+    if underflow is not None:
+        attrs.update(underflow=int(underflow), overflow=int(overflow))
+        outside = underflow + overflow
+    attrs["outside"] = int(outside)
+    return xr.DataArray(np.array(counts, np.int64), dims="energy",
+                        coords=energy_coords(edges, spec.units), name="counts", attrs=attrs)
+
+
+def write_netcdf(data: xr.Dataset | xr.DataArray, path: str | os.PathLike) -> None:
+    """Write a Dataset or DataArray to netCDF so that the file appears complete or not at all.
+
+    Every file aare_lab writes whole goes through here (`aare_lab.atomic.replace_atomically`).
+    """
+    replace_atomically(path, lambda temporary: data.to_netcdf(temporary, engine=NETCDF_ENGINE))
+
+
 def save_result(result: xr.Dataset, path: str | os.PathLike) -> None:
-    """Write a result to netCDF (lossless: every value and attribute round-trips)."""
-    result.to_netcdf(path, engine=NETCDF_ENGINE)
+    """Write a result to netCDF (lossless: every value and attribute round-trips).
+
+    The file appears complete or not at all (`write_netcdf`).
+    """
+    write_netcdf(result, path)
 
 
 def load_result(path: str | os.PathLike) -> xr.Dataset:
-    """Read a result written by `save_result` into memory (the file is closed again)."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"no result file at {path}")
-    try:
-        ds = xr.open_dataset(path, engine=NETCDF_ENGINE)
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{path} is not an aare_lab result ({err}); results are the netCDF "
-                         "files that save_result and `aare-lab find --out` write") from None
-    with ds:
+    """Read a result written by `save_result` or ``find(out=...)`` into memory.
+
+    The file is closed again. A run that was interrupted while it was being written warns
+    (`aare_lab.result_store.IncompleteResultWarning`) and gives the frames it holds.
+    """
+    # Imported here: the store writes the layout this module defines.
+    from .result_store import open_result
+
+    with open_result(path) as ds:
         return ds.load()

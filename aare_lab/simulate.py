@@ -43,11 +43,15 @@ import xarray as xr
 from scipy.special import ndtr
 
 from .checks import positive_int
+from .common_mode import PRESETS, CommonMode
 from .frames import FRAME_DTYPE
 
 _MAPS_STREAM = 0
 _DARK_STREAM = 1
 _DATA_STREAM = 2
+# Common-mode offsets draw from streams of their own, so frames without them stay as they were.
+_DARK_COMMON_STREAM = 3
+_DATA_COMMON_STREAM = 4
 _PEDESTAL_MAP, _NOISE_MAP, _GAIN_MAP, _DEFECT_MAP = range(4)
 
 ADU_MAX = int(np.iinfo(FRAME_DTYPE).max)
@@ -110,6 +114,15 @@ class Detector:
         pixels and the two sets are disjoint.
     hot_noise_factor
         How many times its normal noise a hot pixel has, >= 1.
+    common_mode_sigma_adu
+        Rms of a per-frame offset added to every pixel of a common-mode region (dark and
+        data frames), in ADU; 0: none.
+    common_mode_jump_adu, common_mode_jump_probability
+        With this probability per frame, the whole frame is also offset by
+        ``±common_mode_jump_adu`` (random sign), as seen on real JUNGFRAU dark frames.
+    common_mode_regions
+        The layout of the regions, a preset of `aare_lab.common_mode` (``"moench03"``,
+        ``"jungfrau"``) that fits ``frame_shape``.
     """
 
     frame_shape: tuple[int, int] = (400, 400)
@@ -123,6 +136,10 @@ class Detector:
     dead_fraction: float = 0.0
     hot_fraction: float = 0.0
     hot_noise_factor: float = 10.0
+    common_mode_sigma_adu: float = 0.0
+    common_mode_jump_adu: float = 0.0
+    common_mode_jump_probability: float = 0.0
+    common_mode_regions: str = "moench03"
 
     def __post_init__(self):
         try:
@@ -145,15 +162,29 @@ class Detector:
             "dead_fraction": dict(low=0.0, high=1.0),
             "hot_fraction": dict(low=0.0, high=1.0),
             "hot_noise_factor": dict(low=1.0),
+            "common_mode_sigma_adu": dict(low=0.0),
+            "common_mode_jump_adu": dict(low=0.0),
+            "common_mode_jump_probability": dict(low=0.0, high=1.0),
         }
         for name, bounds in checks.items():
             object.__setattr__(self, name, _number("Detector", name, getattr(self, name),
                                                    **bounds))
+        if self.common_mode_regions not in PRESETS:
+            raise ValueError(f"Detector.common_mode_regions must be one of "
+                             f"{', '.join(PRESETS)}, got {self.common_mode_regions!r}")
+        if self.has_common_mode:
+            CommonMode(self.common_mode_regions).labels(self.frame_shape)
         if self.dead_fraction + self.hot_fraction > 1.0:
             raise ValueError(
                 f"Detector.dead_fraction + hot_fraction must be <= 1 (the sets are disjoint), "
                 f"got {self.dead_fraction} + {self.hot_fraction}"
             )
+
+    @property
+    def has_common_mode(self) -> bool:
+        """Whether frames carry common-mode offsets."""
+        return self.common_mode_sigma_adu > 0 or (
+            self.common_mode_jump_adu > 0 and self.common_mode_jump_probability > 0)
 
     @property
     def n_pixels(self) -> int:
@@ -353,6 +384,8 @@ class Simulator:
         self._sigma_px = sigma_px
         self._radius = math.ceil(_CLOUD_RADIUS_SIGMAS * sigma_px)
         self._maps = self._make_maps()
+        self._common_labels = CommonMode(self._detector.common_mode_regions).labels(
+            self._detector.frame_shape) if self._detector.has_common_mode else None
 
     @property
     def detector(self) -> Detector:
@@ -424,13 +457,29 @@ class Simulator:
                              minlength=(ny + 2 * r) * padded_nx)
         return charge.reshape(ny + 2 * r, padded_nx)[r:r + ny, r:r + nx]
 
+    def common_mode_offsets(self, stream: str, k: int) -> np.ndarray | None:
+        """The common-mode offset (ADU) of each region in dark (``"dark"``) or data frame
+        ``k``; None for a detector without common mode."""
+        det = self._detector
+        if self._common_labels is None:
+            return None
+        rng = self._rng(_DARK_COMMON_STREAM if stream == "dark" else _DATA_COMMON_STREAM, k)
+        offsets = det.common_mode_sigma_adu * rng.standard_normal(
+            int(self._common_labels.max()) + 1)
+        if rng.random() < det.common_mode_jump_probability:
+            offsets += det.common_mode_jump_adu * rng.choice([-1.0, 1.0])
+        return offsets
+
     def _render(self, rng: np.random.Generator, out: np.ndarray, offset_adu: float = 0.0,
-                signal_adu: np.ndarray | None = None) -> None:
+                signal_adu: np.ndarray | None = None,
+                common_adu: np.ndarray | None = None) -> None:
         level = rng.standard_normal(self._detector.frame_shape)
         level *= self._maps.noise
         level += self._maps.pedestal
         if offset_adu:
             level += offset_adu
+        if common_adu is not None:
+            level += common_adu[self._common_labels]
         if signal_adu is not None:
             level += signal_adu
         np.rint(level, out=level)
@@ -449,7 +498,8 @@ class Simulator:
         line = rng.choice(len(self._beam.lines), size=n, p=self._beam.line_probabilities)
         energy_kev = self._beam.line_energies_kev[line]
         signal_adu = self._charge_kev(iy, ix, fy, fx, energy_kev) * self._maps.gain
-        self._render(rng, out, self._beam.pedestal_drift_adu_per_frame * k, signal_adu)
+        self._render(rng, out, self._beam.pedestal_drift_adu_per_frame * k, signal_adu,
+                     self.common_mode_offsets("data", k))
         return Truth(frame=np.full(n, k), y=iy + fy, x=ix + fx, energy_kev=energy_kev,
                      line=line)
 
@@ -474,7 +524,8 @@ class Simulator:
         n, start = _count("n", n), _count("start", start)
         out = self._empty_stack(n)
         for i in range(n):
-            self._render(self._rng(_DARK_STREAM, start + i), out[i])
+            self._render(self._rng(_DARK_STREAM, start + i), out[i],
+                         common_adu=self.common_mode_offsets("dark", start + i))
         return out
 
     def frames(self, n: int, start: int = 0) -> tuple[np.ndarray, Truth]:
@@ -570,3 +621,15 @@ def simulate_run(n_dark: int = 1000, n_frames: int = 100, seed: int | None = 0,
 __all__ = [
     "Beam", "Detector", "DetectorMaps", "SimulatedRun", "Simulator", "Truth", "simulate_run",
 ]
+
+#: The JUNGFRAU mode (`aare_lab.simulate_jungfrau`) builds on this module, so it is
+#: re-exported here on first access rather than imported.
+_JUNGFRAU_MODE = ("GainStageMaps", "JungfrauBeam", "JungfrauDetector", "JungfrauSimulator")
+
+
+def __getattr__(name: str):
+    if name in _JUNGFRAU_MODE:
+        from . import simulate_jungfrau
+
+        return getattr(simulate_jungfrau, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,6 +8,7 @@ specification it was made with (`FinderSpec.from_result`).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -16,6 +17,8 @@ import xarray as xr
 
 from .capacity import cap_from_attr, cap_to_attr
 from .checks import positive_int
+from .common_mode import CommonMode, as_common_mode, region_attr
+from .jungfrau import JungfrauCalibration
 from .params import WINDOW_DTYPES, format_cluster_size, parse_cluster_size
 from .pedestal import NOISE_MODES, PEDESTAL_DTYPES, Pedestal
 
@@ -24,6 +27,8 @@ from .pedestal import NOISE_MODES, PEDESTAL_DTYPES, Pedestal
 TIMING_MODELS = {"serial": "serial", "frozen": "frozen", "cuda": "frozen"}
 #: The parameters a finder can change without a new compiled shape (`Finder.reconfigure`).
 RECONFIGURABLE = ("n_sigma", "max_clusters_per_frame")
+#: The result attribute that names a run's JUNGFRAU calibration by its checksum.
+CALIBRATION_ATTR = "calibration_sha256"
 
 
 def timing_model(finder: str) -> str:
@@ -53,6 +58,13 @@ class FinderSpec:
         ``"int32"`` (values rounded half away from zero), ``"float32"`` or ``"float64"``.
     n_pedestal
         The pedestal window N; None takes that of the pedestal the finder is given.
+    common_mode
+        None or ``"none"`` (no correction), ``"moench03"``, ``"jungfrau"``, a label map or
+        a `aare_lab.common_mode.CommonMode`; stored as a `CommonMode` or None.
+    calibration
+        None, or a `aare_lab.jungfrau.JungfrauCalibration`: the frames are raw JUNGFRAU
+        values with gain bits and everything found is in keV (docs/algorithm.md, "JUNGFRAU
+        gain switching"); needs ``window_dtype`` ``"float32"`` or ``"float64"``.
 
     Examples
     --------
@@ -71,6 +83,8 @@ class FinderSpec:
     max_clusters_per_frame: int | None = None
     window_dtype: str = "int32"
     n_pedestal: int | None = None
+    common_mode: CommonMode | None = None
+    calibration: JungfrauCalibration | None = None
 
     def __post_init__(self):
         if self.finder not in TIMING_MODELS:
@@ -101,15 +115,49 @@ class FinderSpec:
                 f"window_dtype={self.window_dtype!r} is not one of {', '.join(WINDOW_DTYPES)}")
         if self.n_pedestal is not None:
             set_(self, "n_pedestal", positive_int("n_pedestal", self.n_pedestal))
+        set_(self, "common_mode", as_common_mode(self.common_mode))
+        if self.calibration is not None:
+            if not isinstance(self.calibration, JungfrauCalibration):
+                raise TypeError(f"calibration must be an aare_lab.jungfrau.JungfrauCalibration "
+                                f"or None, got {type(self.calibration).__name__}")
+            if self.window_dtype == "int32":
+                raise ValueError("a JUNGFRAU calibration gives windows in keV: pass "
+                                 "window_dtype='float32' or 'float64', not 'int32'")
 
     @classmethod
-    def from_result(cls, result: xr.Dataset) -> FinderSpec:
-        """The specification a result was made with (from its attributes)."""
+    def from_result(cls, result: xr.Dataset,
+                    calibration: JungfrauCalibration | None = None) -> FinderSpec:
+        """The specification a result was made with (from its attributes).
+
+        Parameters
+        ----------
+        result
+            A finder result.
+        calibration
+            The JUNGFRAU calibration of a calibrated result (a result records only its
+            checksum); refused for an uncalibrated one.
+
+        Raises
+        ------
+        ValueError
+            When ``calibration`` is missing, not the one the result names, or superfluous.
+        """
         a = result.attrs
+        common_mode = str(a.get("common_mode", "none"))
+        if common_mode == "labels":
+            common_mode = result["common_mode_labels"].to_numpy()
+        recorded = a.get(CALIBRATION_ATTR)
+        given = None if calibration is None else calibration_checksum(calibration)
+        if recorded != given:
+            raise ValueError(
+                "the result was made without a JUNGFRAU calibration: leave calibration out"
+                if recorded is None else
+                f"the result was made with the JUNGFRAU calibration of checksum {recorded}; "
+                + ("pass it as calibration=" if given is None else f"the one given is {given}"))
         return cls(str(a["finder"]), float(a["n_sigma"]), str(a["cluster_size"]),
                    str(a["pedestal_dtype"]), str(a["noise"]),
                    cap_from_attr(a["max_clusters_per_frame"]), str(a["window_dtype"]),
-                   int(a["n_pedestal"]))
+                   int(a["n_pedestal"]), common_mode, calibration)
 
     @property
     def timing_model(self) -> str:
@@ -123,14 +171,21 @@ class FinderSpec:
 
     @property
     def compiled_key(self) -> tuple:
-        """What fixes a finder's compiled code and buffers (with the pedestal's frame shape).
+        """What fixes a finder's compiled code and buffers (with the pedestal's frame shape),
+        and the calibration when there is one.
 
         Two specifications with the same key differ only in `RECONFIGURABLE` parameters
         or ``n_pedestal``; a finder of one becomes the other with `Finder.reconfigure`
         when ``n_pedestal`` agrees too.
         """
-        return (self.finder, self.cluster_size, self.pedestal_dtype, self.window_dtype,
-                self.noise)
+        key = (self.finder, self.cluster_size, self.pedestal_dtype, self.window_dtype,
+               self.noise, self.common_mode)
+        return key if self.calibration is None else (*key, self.calibration)
+
+    @property
+    def units(self) -> str:
+        """The units of values, windows and energies: ``"keV"`` with a calibration, else ADU."""
+        return "ADU" if self.calibration is None else "keV"
 
     @property
     def attrs(self) -> dict:
@@ -139,9 +194,12 @@ class FinderSpec:
                  "cluster_size": format_cluster_size(self.cluster_size),
                  "pedestal_dtype": self.pedestal_dtype, "noise": self.noise,
                  "max_clusters_per_frame": cap_to_attr(self.max_clusters_per_frame),
-                 "window_dtype": self.window_dtype}
+                 "window_dtype": self.window_dtype,
+                 "common_mode": region_attr(self.common_mode)}
         if self.n_pedestal is not None:
             attrs["n_pedestal"] = self.n_pedestal
+        if self.calibration is not None:
+            attrs[CALIBRATION_ATTR] = calibration_checksum(self.calibration)
         return attrs
 
     def replace(self, **changes) -> FinderSpec:
@@ -185,7 +243,18 @@ class FinderSpec:
         self.check_pedestal(pedestal)
         return get_finder(self.finder)(pedestal, self.n_sigma, self.cluster_size,
                                        self.max_clusters_per_frame,
-                                       window_dtype=self.window_dtype, **options)
+                                       window_dtype=self.window_dtype,
+                                       common_mode=self.common_mode,
+                                       calibration=self.calibration, **options)
 
 
-__all__ = ["RECONFIGURABLE", "TIMING_MODELS", "FinderSpec", "timing_model"]
+def calibration_checksum(calibration: JungfrauCalibration) -> str:
+    """``"sha256:..."`` of a calibration's frame shape, pedestals and gains (float64)."""
+    digest = hashlib.sha256(np.asarray(calibration.frame_shape, np.int64).tobytes())
+    for array in (calibration.pedestal, calibration.gain):
+        digest.update(np.ascontiguousarray(array, np.float64).tobytes())
+    return f"sha256:{digest.hexdigest()}"
+
+
+__all__ = ["CALIBRATION_ATTR", "RECONFIGURABLE", "TIMING_MODELS", "FinderSpec",
+           "calibration_checksum", "timing_model"]

@@ -2,7 +2,7 @@
 # On the GPU machine (see README "GPU"): install the carried wheels, run the GPU tests
 # against the installed wheel (so the shipped kernels are the ones tested), then the GPU
 # benchmark. Logs and results go to $OUT (default ./out).
-#   usage: bash benchmarks/device_run.sh [tests|bench|variants|profile|all] [options...]
+#   usage: bash benchmarks/device_run.sh [tests|bench|live|disk|variants|profile|all] [options...]
 set -uo pipefail
 what=${1:-all}; shift || true
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,12 +14,23 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
 (cd /tmp && python3 -c "import aare_lab, aare_lab.gpu.kernels as k; print('testing', aare_lab.__file__, 'kernels from', k.kernel_dir())")
 status=0
 if [[ $what == tests || $what == all ]]; then
-    (cd /tmp && python3 -m pytest "$repo/tests/test_cuda.py" -p no:cacheprovider -q -ra \
+    (cd /tmp && python3 -m pytest -m gpu -p no:cacheprovider -q -ra \
+        "$repo"/tests/test_{cuda,common_mode,jungfrau_finder,widgets_gpu}.py \
         --junitxml="$out/gpu_tests.xml" 2>&1 | tee "$out/gpu_tests.log") || status=1
 fi
 if [[ $what == bench || $what == all ]]; then
     (cd /tmp && python3 "$repo/benchmarks/gpu_pipeline.py" --out "$out" "$@" 2>&1 \
         | tee -a "$out/gpu_pipeline.log") || status=1
+fi
+if [[ $what == live || $what == all ]]; then
+    # publisher -> StreamSource -> cuda finder on loopback, beside the bare ZeroMQ limit
+    (cd /tmp && python3 "$repo/benchmarks/live_stream.py" --finder cuda --out "$out" 2>&1 \
+        | tee -a "$out/live_stream.log") || status=1
+fi
+if [[ $what == disk || $what == all ]]; then
+    # a million MÖNCH frames found and written to disk as they come, memory sampled
+    (cd /tmp && python3 "$repo/benchmarks/find_to_disk.py" --finder cuda --shape 400x400 --photons 230 \
+        --dir /tmp/disk --out "$out" 2>&1 | tee -a "$out/find_to_disk.log") || status=1
 fi
 if [[ $what == variants ]]; then
     (cd /tmp && python3 "$repo/benchmarks/kernel_variants.py" --out "$out" "$@" 2>&1 \

@@ -9,9 +9,11 @@ frames repeated to ``--frames``), 3x3 and 9x9 clusters, float32 and float64 pede
   page-locking the frames (``cudaHostRegister``) costs;
 - host-resident end to end: ``CudaFinder.find_batches`` over the NumPy array until every
   chunk's clusters are NumPy arrays on the host, with ``host_memory="register"`` and
-  ``"stage"``, from frames already in page-locked memory (``pinned_frames``), and
-  ``find`` (the whole xarray result) with ``"register"``; and the host's own copy rate
-  into page-locked memory;
+  ``"stage"``, and from frames already in page-locked memory (``pinned_frames``); and the
+  host's own copy rate into page-locked memory;
+- the user's path, ``find`` into the result Dataset: from the NumPy array (``"auto"``,
+  ``"stage"``, ``"register"``), from pinned frames and from GPU memory, and ``find(out=...)``
+  writing the result file chunk by chunk (on ``--out-frames`` frames);
 - device-resident end to end: the same from a CuPy array, clusters to the host, and
   ``spectrum`` (device histogram, no clusters shipped): the re-find of a slider;
 - kernel time per frame: CUDA events around the chunk kernel alone, on an otherwise idle
@@ -20,7 +22,14 @@ frames repeated to ``--frames``), 3x3 and 9x9 clusters, float32 and float64 pede
 - the CPU peer: aare ``ClusterFinderMT`` on all host cores, in a subprocess (an interpreter
   with aare: ``$AARE_PYTHON_2026_9_30``, see ``tests/aare_env.py``), on the first
   ``--aare-frames`` frames;
-- per-pixel spectra (global atomics) against the plain spectrum on sparse and dense beams.
+- per-pixel spectra (global atomics) against the plain spectrum on sparse and dense beams,
+  over ``--unique`` frames and, in every case, over the whole run; repeated calls reuse the
+  device counters.
+
+Every path's rate is also given as its share of the same run's H2D floor. The whole run
+stops with every thread's traceback after ``--time-limit`` seconds (default 235, so that
+``device_run.sh bench`` ends within 4 minutes) rather than hang, and the JSON is rewritten
+after every case, so a cut run keeps the cases it finished.
 
 Every timed region is warm (kernels loaded, buffers allocated by a first run) and repeated
 ``--repeats`` times; best and median are reported, raw seconds go to the JSON under
@@ -30,10 +39,12 @@ Every timed region is warm (kernels loaded, buffers allocated by a first run) an
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,13 +59,13 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
 from aare_env import aare_python  # noqa: E402
-from cpu_finders import cpu_name, git_commit, summary, write_record  # noqa: E402
+from cpu_finders import cpu_name, git_commit, summary  # noqa: E402
 
 import aare_lab  # noqa: E402
 from aare_lab import Pedestal  # noqa: E402
 from aare_lab.finders import CudaFinder  # noqa: E402
 from aare_lab.gpu import cupy_or_raise, device_info, pinned_frames  # noqa: E402
-from aare_lab.gpu.feed import COPY_THREADS, parallel_copy  # noqa: E402
+from aare_lab.parallel import COPY_THREADS, parallel_copy  # noqa: E402
 from aare_lab.simulate import Beam, Simulator  # noqa: E402
 
 N_PEDESTAL = 1000
@@ -170,17 +181,23 @@ def clusters_of(batches):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=20000)
-    parser.add_argument("--unique", type=int, default=2000)
+    parser.add_argument("--unique", type=int, default=500)
     parser.add_argument("--photons", type=float, default=2300.0)
     parser.add_argument("--sparse-photons", type=float, default=230.0)
     parser.add_argument("--chunk", type=int, default=512)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--sizes", default="3x3,9x9")
     parser.add_argument("--dtypes", default="float32,float64")
-    parser.add_argument("--aare-frames", type=int, default=4000)
+    parser.add_argument("--aare-frames", type=int, default=2000)
     parser.add_argument("--slider-frames", type=int, default=10000)
+    parser.add_argument("--out-frames", type=int, default=4000,
+                        help="frames of the find(out=...) runs (9x9 writes 0.7 MB per frame)")
+    parser.add_argument("--time-limit", type=float, default=235.0,
+                        help="seconds after which the run stops with every thread's traceback")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
+    # Fails loudly rather than hang (a stuck copy, a GPU that stopped answering).
+    faulthandler.dump_traceback_later(args.time_limit, exit=True)
     cp = cupy_or_raise()
     sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")]
     threads = len(os.sched_getaffinity(0))  # the cores this process may use, not the host's
@@ -205,9 +222,13 @@ def main(argv=None):
                        "sparse_photons_per_frame": args.sparse_photons,
                        "n_pedestal": N_PEDESTAL, "n_sigma": N_SIGMA, "noise": "running",
                        "chunk_frames": args.chunk, "repeats": args.repeats,
-                       "aare_frames": args.aare_frames, "slider_frames": args.slider_frames},
+                       "aare_frames": args.aare_frames, "slider_frames": args.slider_frames,
+                       "out_frames": args.out_frames, "time_limit_s": args.time_limit},
         "cases": [],
     }
+    args.out.mkdir(parents=True, exist_ok=True)
+    record_path = args.out / f"gpu_pipeline_{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.json"
+    scratch = Path(tempfile.mkdtemp(prefix="gpu_pipeline_"))
     dev = cp.empty(frames.shape, cp.uint16)
     floor = h2d_floor(cp, frames, dev, args.chunk, args.repeats)
     floor.update(summary(floor["seconds"], args.frames))
@@ -246,9 +267,27 @@ def main(argv=None):
             f = finder()
             runs["host_pinned"] = repeat(cp, lambda: clusters_of(f.find_batches(pinned)),
                                          args.repeats)
-            f = finder(host_memory="register")
-            runs["host_register_dataset"] = repeat(
-                cp, lambda: f.find(frames, progress=False).sizes["cluster"], args.repeats)
+            # The user's path: find() into the result Dataset.
+            for name, mode, source in (("find_numpy", "auto", frames),
+                                       ("find_numpy_stage", "stage", frames),
+                                       ("find_numpy_register", "register", frames),
+                                       ("find_pinned", "auto", pinned),
+                                       ("find_device", "auto", dev)):
+                f = finder(host_memory=mode)
+                runs[name] = repeat(cp, lambda f=f, source=source: f.find(
+                    source, progress=False).sizes["cluster"], args.repeats)
+            f = finder()
+            part = frames[:args.out_frames]
+
+            def to_disk(f=f, part=part):
+                path = scratch / "run.nc"
+                with f.find(part, progress=False, out=path) as result:
+                    n = result.sizes["cluster"]
+                size = path.stat().st_size
+                path.unlink()
+                return {"clusters": n, "file_bytes": size}
+
+            runs["find_out"] = repeat(cp, to_disk, args.repeats)
             f = finder()
             runs["device_clusters"] = repeat(cp, lambda: clusters_of(f.find_batches(dev)),
                                              args.repeats)
@@ -264,8 +303,17 @@ def main(argv=None):
                                            progress=False)["counts"].sum())
 
             runs["slider_refind"] = repeat(cp, refind, args.repeats)
+            f = finder()
+            snap_pp = f.snapshot()
+
+            def per_pixel_run(f=f, snap_pp=snap_pp):
+                f.restore(snap_pp)
+                return int(f.spectrum(dev, per_pixel=True, progress=False)["counts"].sum())
+
+            runs["device_spectrum_per_pixel"] = repeat(cp, per_pixel_run, args.repeats)
             for name, run in runs.items():
-                n = args.slider_frames if name == "slider_refind" else args.frames
+                n = {"slider_refind": args.slider_frames,
+                     "find_out": len(part)}.get(name, args.frames)
                 run.update(summary(run["seconds"], n))
             for threads in (512, 256):
                 kernel = kernel_seconds(cp, finder(block_threads=threads), dev, args.repeats)
@@ -277,6 +325,8 @@ def main(argv=None):
                 cp, lambda: int(f.spectrum(dev, progress=False)["counts"].sum()), args.repeats)
             runs["device_spectrum_256_threads"].update(
                 summary(runs["device_spectrum_256_threads"]["seconds"], args.frames))
+            for run in runs.values():
+                run["share_of_h2d_floor"] = run["best_fps"] / floor["best_fps"]
             case["aare_lab"] = runs
             if dtype == "float64" and args.aare_frames:
                 case["aare_ClusterFinderMT"] = aare_mt(dark, frames[:args.aare_frames], size,
@@ -286,9 +336,18 @@ def main(argv=None):
                     mt.update(summary(mt["ClusterFinderMT"], args.aare_frames))
             record["cases"].append(case)
             print_case(case, floor)
+            save(record, record_path)
 
+    shutil.rmtree(scratch, ignore_errors=True)
     record["per_pixel_spectra"] = per_pixel_spectra(cp, dark, unique, sparse, args)
-    write_record(record, args.out)
+    record["complete"] = True
+    save(record, record_path)
+
+
+def save(record, path):
+    """(Re)write the JSON record: a run cut by the time limit keeps the cases it finished."""
+    path.write_text(json.dumps(record, indent=1))
+    print(f"wrote {path}", flush=True)
 
 
 def per_pixel_spectra(cp, dark, dense, sparse, args):
@@ -317,16 +376,24 @@ def per_pixel_spectra(cp, dark, dense, sparse, args):
 def print_case(case, floor):
     ours = case["aare_lab"]
     head = f"{case['cluster_size']} {case['pedestal_dtype']}"
+    mt = case.get("aare_ClusterFinderMT")
+    peer = mt["best_fps"] if mt and "best_fps" in mt else None
     for name, run in ours.items():
         faults = run.get("minor_faults")
-        print(f"{head} {name:22s} best {run['best_fps']:9.0f}  median {run['median_fps']:9.0f}"
-              f" frames/s  ({run['best_fps'] / floor['best_fps']:.0%} of H2D floor)"
+        print(f"{head} {name:27s} best {run['best_fps']:9.0f}  median {run['median_fps']:9.0f}"
+              f" frames/s  ({run['share_of_h2d_floor']:.0%} of H2D floor)"
+              + (f"  {run['best_fps'] / peer:.1f}x aare MT" if peer else "")
               + (f"  minor faults {faults}" if faults else ""), flush=True)
-    mt = case.get("aare_ClusterFinderMT")
-    if mt and "best_fps" in mt:
-        ratio = ours["host_register"]["best_fps"] / mt["best_fps"]
-        print(f"{head} aare ClusterFinderMT ({mt['threads']} threads) best {mt['best_fps']:.0f} "
-              f"frames/s; cuda from host memory is {ratio:.0f}x", flush=True)
+    def share(a, b):
+        return f"{ours[a]['best_fps'] / ours[b]['best_fps']:.0%}"
+
+    print(f"{head} per-pixel spectrum over the run at "
+          f"{share('device_spectrum_per_pixel', 'device_spectrum')} of the plain device "
+          f"spectrum; staged NumPy batches at {share('host_stage', 'host_pinned')} and NumPy "
+          f"find() at {share('find_numpy', 'host_pinned')} of the pinned batches", flush=True)
+    if peer:
+        print(f"{head} aare ClusterFinderMT ({mt['threads']} threads) best {peer:.0f} frames/s",
+              flush=True)
     elif mt:
         print(f"{head} aare: {mt['skipped']}")
 

@@ -1,8 +1,9 @@
 // The frozen timing model of docs/algorithm.md on an NVIDIA GPU, one launch per chunk of frames.
 //
 // Twin: aare_lab/_arith.py (values_row, thresholds_row, ema, update_quiet_row,
-// round_half_away) and aare_lab/finders/_decision.py (classify, the window sum in raster
-// order, store_window), driven like aare_lab/finders/_frozen.py. Each __device__ function
+// round_half_away), aare_lab/finders/_decision.py (classify, the window sum in raster
+// order, store_window) and aare_lab/finders/_gain.py (pixel_status, calibrate_row,
+// kev_thresholds_row, gated, estimate_labels), driven like aare_lab/finders/_frozen.py. Each __device__ function
 // below mirrors its namesake there operation for operation. The module is compiled with
 // -fmad=false and without fast math (aare_lab/gpu/kernels.py), so every product and
 // quotient rounds on its own, as on the CPU.
@@ -17,6 +18,13 @@
 //   FRAME_NX                 the frame's width
 //   MAX_THREADS              threads per block, 256 or 512; 512 of them share an SM's
 //                            registers (128 per thread)
+//   COMMON_MODE              1: estimate and subtract a common-mode offset per region and
+//                            frame (twin: aare_lab/finders/_common_mode.py); 0 (or
+//                            undefined): the code below compiles exactly as without it
+//   GAIN_SWITCHING           1: the frames are raw JUNGFRAU values with gain bits, decoded
+//                            and converted to keV with a calibration (twin:
+//                            aare_lab/finders/_gain.py); 0 (or undefined): the code below
+//                            compiles exactly as without it, kernel parameters included
 //
 // Layout of one launch (cooperative, so every block is resident at once):
 // - Block b owns the image rows [band_lo(b), band_lo(b + 1)), its "band", for the whole
@@ -30,9 +38,25 @@
 //   alone; a band runs at most one frame ahead of its neighbours, which two slots allow.
 // - Classification and the QUIET_UPDATE pushes of the band follow; stores are ranked in
 //   raster order with warp ballots and appended to the band's own region.
+// - With COMMON_MODE, before the values of a frame: two passes in which every block adds
+//   its pixels' fixed-point integers to per-region sums in shared memory (warp-aggregated
+//   atomics), then to global sums, then a grid barrier; every block reads the totals and
+//   turns them into the offsets (integer sums are exact, so the order of the atomics does
+//   not matter and every block sees the same offsets).
+// - With GAIN_SWITCHING, first of all per frame: each thread decodes its raw values into
+//   their ADC values (kept in raw[]) and a status (G0, G1, G2 or flagged, in registers),
+//   and counts the flagged ones; the estimate reads G0 pixels only, the values and
+//   thresholds become keV, a flagged pixel's code is NEG_SKIP, and only G0 is pushed.
 // - After the last frame, a grid barrier; block 0 turns the per-band counts into
 //   raster-order offsets with the capacity applied; a second barrier; each block then
 //   moves its clusters to their place in the compact output and bins their energies.
+
+#ifndef COMMON_MODE
+#define COMMON_MODE 0
+#endif
+#ifndef GAIN_SWITCHING
+#define GAIN_SWITCHING 0
+#endif
 
 #ifndef STATE_T
 #error "STATE_T, WINDOW_T, ROUND_WINDOW, CLUSTER_NY, CLUSTER_NX, PIXELS_PER_THREAD, FRAME_NX, MAX_THREADS: see above"
@@ -58,6 +82,15 @@ typedef unsigned long long u64;
 #define TEST3_SKIP 5
 #define QUIET_UPDATE 6
 
+#if GAIN_SWITCHING
+// Pixel status of a JUNGFRAU frame: _gain.G0 (= _arith.G0), G1, G2, FLAGGED.
+#define ST_G0 0
+#define ST_G1 1
+#define ST_G2 2
+#define ST_FLAGGED 3
+#define ADC_MASK 0x3FFF
+#endif
+
 // ---------------------------------------------------------------- the contract's arithmetic
 
 __device__ __forceinline__ STATE_T pixel_value(u16 x, STATE_T off, STATE_T s, STATE_T N)
@@ -65,6 +98,15 @@ __device__ __forceinline__ STATE_T pixel_value(u16 x, STATE_T off, STATE_T s, ST
     // _arith.values_row
     STATE_T v = (STATE_T)x;
     return (v - off) - s / N;
+}
+
+__device__ __forceinline__ STATE_T corrected_value(u16 x, STATE_T off, STATE_T corr, STATE_T s,
+                                                   STATE_T N)
+{
+    // _arith.values_row with a correction row
+    STATE_T v = (STATE_T)x;
+    STATE_T y = (v - off) - corr;
+    return y - s / N;
 }
 
 __device__ __forceinline__ STATE_T pixel_threshold(STATE_T s, STATE_T s2, STATE_T rms_fixed,
@@ -110,6 +152,87 @@ __device__ __forceinline__ STATE_T round_half_away(STATE_T value)
         t += 1;
     return value >= 0 ? t : -t;
 }
+
+__device__ __forceinline__ long long fixed_point(STATE_T v)
+{
+    // _common_mode.fixed_point: round_half_away in double of v * 2^16 (exact product)
+    double t = (double)v * 65536.0;
+    double a = fabs(t);
+    double r = floor(a);
+    if (a - r >= 0.5)
+        r += 1;
+    return (long long)(t >= 0 ? r : -r);
+}
+
+__device__ __forceinline__ STATE_T region_mean(long long sum, long long count)
+{
+    // _common_mode.region_means
+    if (count <= 0)
+        return (STATE_T)0;
+    return (STATE_T)(((double)sum / (double)count) * (1.0 / 65536.0));
+}
+
+// Add one pixel's integer to its region (label -1: nothing). The lanes of a warp that
+// share a label are summed with shuffles first, so a region sees one atomic per warp.
+__device__ __forceinline__ void add_to_region(int label, long long q, unsigned long long* sums,
+                                              unsigned long long* counts)
+{
+    const unsigned int peers = __match_any_sync(0xffffffffu, label);
+    if (peers == 0xffffffffu) {
+        if (label < 0)
+            return;
+        long long sum = q;
+        for (int d = 16; d > 0; d >>= 1)
+            sum += __shfl_xor_sync(0xffffffffu, sum, d);
+        if ((threadIdx.x & 31) == 0) {
+            atomicAdd(&sums[label], (unsigned long long)sum);
+            atomicAdd(&counts[label], 32ull);
+        }
+    } else if (label >= 0) {
+        atomicAdd(&sums[label], (unsigned long long)q);
+        atomicAdd(&counts[label], 1ull);
+    }
+}
+
+#if GAIN_SWITCHING
+__device__ __forceinline__ int pixel_status(u16 x, const STATE_T* __restrict__ gain,
+                                            long long p, long long frame_px)
+{
+    // _gain.pixel_status; gain is [3][ny][nx], p the pixel's index in a frame
+    const int bits = x >> 14;
+    if (bits == 2 || x == 0x4000 || x == 0xFFFF || x == 0xC000 || x == ADC_MASK)
+        return ST_FLAGGED;
+    const int g = bits == 0 ? ST_G0 : (bits == 1 ? ST_G1 : ST_G2);
+    return __ldg(&gain[g * frame_px + p]) == (STATE_T)0 ? ST_FLAGGED : g;
+}
+
+__device__ __forceinline__ STATE_T calibrated_value(int status, u16 adc, STATE_T v,
+                                                    const STATE_T* __restrict__ pedestal,
+                                                    const STATE_T* __restrict__ gain,
+                                                    long long p, long long frame_px)
+{
+    // _gain.calibrate_row: v is the G0 pedestal-subtracted value in ADU
+    if (status == ST_G0)
+        return v / __ldg(&gain[p]);
+    if (status == ST_FLAGGED)
+        return (STATE_T)0;
+    const STATE_T a = (STATE_T)adc;
+    return (a - __ldg(&pedestal[status * frame_px + p])) / __ldg(&gain[status * frame_px + p]);
+}
+
+__device__ __forceinline__ STATE_T kev_threshold(STATE_T thr, const STATE_T* __restrict__ gain,
+                                                 long long p)
+{
+    // _gain.kev_thresholds_row
+    return thr / __ldg(&gain[p]);
+}
+
+__device__ __forceinline__ int gated(int code, int status)
+{
+    // _gain.gated
+    return status == ST_FLAGGED ? NEG_SKIP : code;
+}
+#endif
 
 __device__ __forceinline__ WINDOW_T stored_value(STATE_T v)
 {
@@ -231,12 +354,33 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
     WINDOW_T* out_win, int* out_y, int* out_x,
     const long long* __restrict__ map_slot, u8* maps,
     const double* __restrict__ hist_edges, const int n_bins, unsigned long long* hist,
-    const int pixel_spectra, unsigned int* pixel_hist)
+    const int pixel_spectra, unsigned int* pixel_hist,
+    const int* __restrict__ cm_labels,   // [ny][nx] region of each pixel, -1 excluded
+    const int n_regions,
+    unsigned long long* cm_acc,   // [n_frames][2 passes][2: sums, counts][n_regions], zeroed
+    STATE_T* cm_out,              // [n_frames][n_regions] the offsets
+    long long* cm_pixels          // [n_frames][n_regions] pixels of the last pass
+#if GAIN_SWITCHING
+    ,
+    const STATE_T* __restrict__ cal_pedestal,   // [3][ny][nx] per-gain pedestals (ADU)
+    const STATE_T* __restrict__ cal_gain,       // [3][ny][nx] per-gain gains (ADU/keV)
+    unsigned long long* n_flagged               // [n_frames] flagged pixels, zeroed
+#endif
+    )
 {
     extern __shared__ __align__(16) unsigned char smem[];
     int* scan_sums = (int*)smem;                                 // 33 ints
     int* warp_stores = (int*)(smem + SCAN_BYTES);                // [PIXELS_PER_THREAD][32]
-    STATE_T* tile = (STATE_T*)(smem + SCAN_BYTES + WARP_STORE_BYTES);
+#if COMMON_MODE
+    // Per region: the block's sums and counts, then the offsets.
+    unsigned long long* cm_sums = (unsigned long long*)(smem + SCAN_BYTES + WARP_STORE_BYTES);
+    unsigned long long* cm_counts = cm_sums + n_regions;
+    STATE_T* cm_centre = (STATE_T*)(cm_counts + n_regions);
+    const int cm_bytes = ((n_regions * (16 + (int)sizeof(STATE_T)) + 15) / 16) * 16;
+#else
+    const int cm_bytes = 0;
+#endif
+    STATE_T* tile = (STATE_T*)(smem + SCAN_BYTES + WARP_STORE_BYTES + cm_bytes);
 
     const int nx = FRAME_NX;   // a constant: divisions by it are multiplications
     const int G = gridDim.x, b = blockIdx.x, T = blockDim.x, tid = threadIdx.x;
@@ -248,10 +392,14 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
     const long long band = (long long)lo * nx;
     const long long frame_px = (long long)ny * nx;
     unsigned int* barrier = sync + G * FLAG_STRIDE;
+    unsigned int barriers = 0;   // grid barriers passed so far
 
     // The band's state stays in registers for the whole chunk: one thread, one pixel's state.
     STATE_T s_r[PIXELS_PER_THREAD], s2_r[PIXELS_PER_THREAD];
     u16 raw[PIXELS_PER_THREAD];
+#if GAIN_SWITCHING
+    u8 status[PIXELS_PER_THREAD];   // of the current frame; raw[] then holds its ADC values
+#endif
 #pragma unroll
     for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
         const int p = k * T + tid;
@@ -267,13 +415,101 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
         STATE_T* slot = exchange + (f & 1) * frame_px;
         const long long map = map_slot[f];
 
+#if GAIN_SWITCHING
+        // _gain.decode_row: the ADC values and the status of the band's pixels.
+        {
+            unsigned long long flagged = 0;
+#pragma unroll
+            for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
+                const int p = k * T + tid;
+                if (p < P) {
+                    status[k] = (u8)pixel_status(raw[k], cal_gain, band + p, frame_px);
+                    raw[k] = raw[k] & ADC_MASK;
+                    flagged += status[k] == ST_FLAGGED;
+                }
+            }
+            if (flagged)
+                atomicAdd(&n_flagged[f], flagged);
+        }
+#endif
+
+#if COMMON_MODE
+        // The offsets of the frame from its frame-start values (_common_mode.estimate_*).
+        for (int r = tid; r < n_regions; r += T) {
+            cm_sums[r] = 0;
+            cm_counts[r] = 0;
+            cm_centre[r] = (STATE_T)0;
+        }
+        __syncthreads();
+        for (int pass = 0; pass < 2; ++pass) {
+#pragma unroll
+            for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
+                const int p = k * T + tid;
+                int label = -1;
+                long long q = 0;
+                if (p < P) {
+                    label = __ldg(&cm_labels[band + p]);
+#if GAIN_SWITCHING
+                    // _gain.estimate_labels: G0 pixels only
+                    if (status[k] != ST_G0)
+                        label = -1;
+#endif
+                    if (label >= 0) {
+                        const STATE_T v0 = pixel_value(raw[k], __ldg(&off[band + p]), s_r[k], N);
+                        const STATE_T thr = pixel_threshold(
+                            s_r[k], s2_r[k], __ldg(&rms_fixed[band + p]), fixed, N, nsig);
+                        if (fabs(v0 - cm_centre[label]) <= thr)
+                            q = fixed_point(v0);
+                        else
+                            label = -1;
+                    }
+                }
+                add_to_region(label, q, cm_sums, cm_counts);
+            }
+            __syncthreads();
+            unsigned long long* acc = cm_acc + ((long long)f * 2 + pass) * 2 * n_regions;
+            for (int r = tid; r < n_regions; r += T) {
+                if (cm_counts[r]) {
+                    atomicAdd(&acc[r], cm_sums[r]);
+                    atomicAdd(&acc[n_regions + r], cm_counts[r]);
+                }
+                cm_sums[r] = 0;
+                cm_counts[r] = 0;
+            }
+            grid_barrier(barrier, ++barriers);
+            for (int r = tid; r < n_regions; r += T) {
+                const long long sum = (long long)__ldcg(&acc[r]);
+                const long long count = (long long)__ldcg(&acc[n_regions + r]);
+                cm_centre[r] = region_mean(sum, count);
+                if (pass == 1 && b == 0) {
+                    cm_out[(long long)f * n_regions + r] = cm_centre[r];
+                    cm_pixels[(long long)f * n_regions + r] = count;
+                }
+            }
+            __syncthreads();
+        }
+#endif
+
         // Values of the band from the frame-start state; its edge rows go to the neighbours.
 #pragma unroll
         for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
             const int p = k * T + tid;
             if (p < P) {
                 const int i = lo + p / nx;
-                const STATE_T v = pixel_value(raw[k], __ldg(&off[band + p]), s_r[k], N);
+#if COMMON_MODE
+                const int label = __ldg(&cm_labels[band + p]);
+                const STATE_T v_adu = corrected_value(raw[k], __ldg(&off[band + p]),
+                                                      label >= 0 ? cm_centre[label] : (STATE_T)0,
+                                                      s_r[k], N);
+#else
+                const STATE_T v_adu = pixel_value(raw[k], __ldg(&off[band + p]), s_r[k], N);
+#endif
+#if GAIN_SWITCHING
+                const STATE_T v = calibrated_value(status[k], raw[k], v_adu, cal_pedestal,
+                                                   cal_gain, band + p, frame_px);
+#else
+                const STATE_T v = v_adu;
+#endif
                 tile[(i - t_lo) * nx + p % nx] = v;
                 if (G > 1 && (i < lo + RY || i >= hi - RY))
                     slot[band + p] = v;
@@ -340,15 +576,31 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
                         }
                     }
                 }
+#if GAIN_SWITCHING
+                const STATE_T thr = kev_threshold(
+                    pixel_threshold(s_r[k], s2_r[k], __ldg(&rms_fixed[band + p]), fixed, N, nsig),
+                    cal_gain, band + p);
+                const int code = gated(classify(vp, thr, m, tot, c3), status[k]);
+                // _arith.update_quiet_row with a status row: only G0 is pushed
+                const bool push = code == QUIET_UPDATE && status[k] == ST_G0;
+#else
                 const STATE_T thr = pixel_threshold(s_r[k], s2_r[k], __ldg(&rms_fixed[band + p]),
                                                     fixed, N, nsig);
                 const int code = classify(vp, thr, m, tot, c3);
+                const bool push = code == QUIET_UPDATE;
+#endif
                 if (code == TEST1_STORE || code == TEST3_STORE)
                     stores |= 1u << k;
-                if (code == QUIET_UPDATE) {
+                if (push) {
                     // _arith.update_quiet_row
                     const STATE_T xv = (STATE_T)raw[k];
+#if COMMON_MODE
+                    const int label = __ldg(&cm_labels[band + p]);
+                    const STATE_T corr = label >= 0 ? cm_centre[label] : (STATE_T)0;
+                    ema(s_r[k], s2_r[k], (xv - __ldg(&off[band + p])) - corr, N);
+#else
                     ema(s_r[k], s2_r[k], xv - __ldg(&off[band + p]), N);
+#endif
                 }
                 if (map >= 0)
                     maps[map * frame_px + band + p] = (u8)code;
@@ -425,7 +677,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
 
     // Per frame: clusters found, kept under the capacity, and where each band starts.
     // Data written by other blocks is read with __ldcg (from L2), never from a stale L1.
-    grid_barrier(barrier, 1);
+    grid_barrier(barrier, ++barriers);
     if (b == 0) {
         const int qf = (n_frames + T - 1) / T;
         const int f_lo = min(tid * qf, n_frames), f_hi = min(f_lo + qf, n_frames);
@@ -450,7 +702,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
         if (tid == 0)
             *n_out = total;
     }
-    grid_barrier(barrier, 2);
+    grid_barrier(barrier, ++barriers);
     // A band ran out of room: the host enlarges the regions and repeats the chunk from
     // its starting state, so nothing here may reach the output or the spectra.
     if (*(volatile long long*)overflow)

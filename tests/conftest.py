@@ -5,7 +5,7 @@ import os
 import pytest
 
 # Run by an interpreter with aare (see test_aare_oracle.py), never imported here.
-collect_ignore = ["oracle_runner.py"]
+collect_ignore = ["oracle_runner.py", "clusterfile_runner.py"]
 # CI runs the browser tests in its ipykernel virtualenvs (.ci/lab_checks.sh), not in the
 # README's test command, so there they are not collected at all rather than skipped.
 if os.environ.get("AARE_LAB_SKIP_BROWSER"):
@@ -20,7 +20,8 @@ def interactive(request):
 
 def pytest_collection_modifyitems(config, items):
     """Skip GPU tests, with the reason, where the cuda finder cannot run; in CI
-    (``AARE_LAB_REQUIRE_AARE=1``) an aare oracle test that would skip fails."""
+    (``AARE_LAB_REQUIRE_AARE=1``) an aare oracle test that would skip fails, and so does
+    an slsReceiver test wherever ``AARE_LAB_SLSDET`` names the binaries."""
     gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
     if gpu_tests:
         from aare_lab.gpu import GpuUnavailable, cupy_or_raise
@@ -31,6 +32,10 @@ def pytest_collection_modifyitems(config, items):
             skip = pytest.mark.skip(reason=f"no usable GPU: {err}")
             for item in gpu_tests:
                 item.add_marker(skip)
+    if os.environ.get("AARE_LAB_SLSDET"):
+        for item in items:
+            if item.get_closest_marker("slsdet"):
+                item.add_marker(pytest.mark.slsdet_required)
     if os.environ.get("AARE_LAB_REQUIRE_AARE") != "1":
         return
     for item in items:
@@ -42,7 +47,8 @@ def pytest_collection_modifyitems(config, items):
 #: a test must run: the aare oracles, the browser tests).
 REQUIRED = {"aare_required": "aare oracle required in CI but skipped",
             "browser_required": "browser test required in CI (AARE_LAB_REQUIRE_BROWSER=1) "
-                                "but skipped"}
+                                "but skipped",
+            "slsdet_required": "slsReceiver test required (AARE_LAB_SLSDET is set) but skipped"}
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -2,7 +2,8 @@
 
 Written from the specification alone, one scalar at a time with NumPy scalar types, and
 independent of the Numba code: the float64 state keeps ``sum``, ``sum2`` and a cached
-``mean``, the float32 state is centred exactly as the page describes.
+``mean``, the float32 state is centred exactly as the page describes. `RefCalibration` and
+``find_frame(cal=...)`` read raw JUNGFRAU frames as its "JUNGFRAU gain switching" says.
 """
 
 import math
@@ -10,6 +11,26 @@ import math
 import numpy as np
 
 NOT_PROCESSED, NEG_SKIP, SHADOW, TEST1_STORE, TEST3_STORE, TEST3_SKIP, QUIET_UPDATE = range(7)
+FLAGGED = "flagged"
+
+
+class RefCalibration:
+    """A JUNGFRAU calibration as the page's "JUNGFRAU gain switching" reads it: per-gain
+    pedestals and gains (lists of rows per stage) rounded to the pedestal dtype."""
+
+    def __init__(self, pedestal, gain, dtype="float64"):
+        T = np.float32 if dtype == "float32" else np.float64
+        self.ped = [[[T(v) for v in row] for row in stage] for stage in np.asarray(pedestal).tolist()]
+        self.gain = [[[T(v) for v in row] for row in stage] for stage in np.asarray(gain).tolist()]
+
+    def decode(self, x, i, j):
+        """(stage 0/1/2 or FLAGGED, adc) of raw value x at (i, j)."""
+        x = int(x)
+        bits, adc = x // 16384, x % 16384
+        if bits == 2 or x in (0x4000, 0xFFFF, 0xC000, 0x3FFF):
+            return FLAGGED, adc
+        g = {0: 0, 1: 1, 3: 2}[bits]
+        return (FLAGGED if self.gain[g][i][j] == 0 else g), adc
 
 
 def rha(value) -> int:
@@ -68,16 +89,21 @@ class RefPedestal:
         if self.noise == "fixed":
             self.kept = [[self._rms_now(i, j) for j in range(nx)] for i in range(ny)]
 
-    def update(self, i, j, x):
+    def update(self, i, j, x, cm=None):
+        """Push raw x, less the common-mode offset ``cm`` (in the dtype) when given."""
         if self.dtype == "float64":
             N = np.float64(self.N)
             xf = np.float64(x)
+            if cm is not None:
+                xf = xf - cm
             self.sum[i][j] = self.sum[i][j] + (xf - self.sum[i][j] / N)
             self.sum2[i][j] = self.sum2[i][j] + (xf * xf - self.sum2[i][j] / N)
             self.mean_[i][j] = self.sum[i][j] / N
         else:
             N = np.float32(self.N)
             y = np.float32(x) - self.off[i][j]
+            if cm is not None:
+                y = y - cm
             self.s[i][j] = self.s[i][j] + (y - self.s[i][j] / N)
             self.s2[i][j] = self.s2[i][j] + (y * y - self.s2[i][j] / N)
 
@@ -96,12 +122,18 @@ class RefPedestal:
     def rms(self, i, j):
         return self.kept[i][j] if self.noise == "fixed" else self._rms_now(i, j)
 
-    def value(self, i, j, x):
-        """Pedestal-subtracted value of raw x at pixel (i, j)."""
+    def value(self, i, j, x, cm=None):
+        """Pedestal-subtracted value of raw x at pixel (i, j), less ``cm`` when given."""
         if self.dtype == "float64":
-            return np.float64(x) - self.mean_[i][j]
+            xf = np.float64(x)
+            if cm is not None:
+                xf = xf - cm
+            return xf - self.mean_[i][j]
         resid = self.s[i][j] / np.float32(self.N)
-        return (np.float32(x) - self.off[i][j]) - resid
+        y = np.float32(x) - self.off[i][j]
+        if cm is not None:
+            y = y - cm
+        return y - resid
 
     def state(self):
         """(off, s, s2) as arrays comparable with aare_lab.Pedestal.state()."""
@@ -112,8 +144,48 @@ class RefPedestal:
                 "s2": np.array(self.s2, np.float32)}
 
 
-def find_frame(ped: RefPedestal, frame, n_sigma, cluster_size, model, cap=None):
-    """Process one frame; return (clusters [(y, x, window int32 list)], n_found, codes)."""
+def common_mode(ped: RefPedestal, frame, n_sigma, labels, cal: RefCalibration | None = None):
+    """The two-pass offsets of docs/algorithm.md from the frame-start state.
+
+    Returns (offsets per region in the dtype, pixel count per region of the last pass).
+    Sums are Python integers (exact), the mean one float division. With ``cal`` the frame
+    is raw JUNGFRAU: the estimate reads the ADC values of its G0 pixels only.
+    """
+    ny, nx = ped.shape
+    T = np.float32 if ped.dtype == "float32" else np.float64
+    nsig = T(n_sigma)
+    regions = max(max(row) for row in labels) + 1
+    if cal is not None:
+        decoded = [[cal.decode(frame[i][j], i, j) for j in range(nx)] for i in range(ny)]
+        frame = [[adc for _, adc in row] for row in decoded]
+        labels = [[r if decoded[i][j][0] == 0 else -1 for j, r in enumerate(row)]
+                  for i, row in enumerate(labels)]
+    v0 = [[ped.value(i, j, frame[i][j]) for j in range(nx)] for i in range(ny)]
+    thr = [[nsig * ped.rms(i, j) for j in range(nx)] for i in range(ny)]
+    centre = [T(0)] * regions
+    for _ in range(2):
+        sums, counts = [0] * regions, [0] * regions
+        for i in range(ny):
+            for j in range(nx):
+                r = labels[i][j]
+                if r >= 0 and abs(v0[i][j] - centre[r]) <= thr[i][j]:
+                    sums[r] += rha(float(v0[i][j]) * 65536.0)
+                    counts[r] += 1
+        centre = [T(float(sums[r]) / float(counts[r]) * 2.0 ** -16) if counts[r] else T(0)
+                  for r in range(regions)]
+    return centre, counts
+
+
+def find_frame(ped: RefPedestal, frame, n_sigma, cluster_size, model, cap=None, labels=None,
+               cal: RefCalibration | None = None, round_window=True):
+    """Process one frame; return (clusters [(y, x, window list)], n_found, codes).
+
+    With ``labels`` (a list of rows of region labels, -1 excluded) the frame's common mode
+    is estimated first (`common_mode`, which gives the offsets) and subtracted. With
+    ``cal`` the frame is raw JUNGFRAU and everything is in keV ("JUNGFRAU gain
+    switching"). Windows are int32 values (``rha``) or, without ``round_window``, the
+    values themselves as Python floats.
+    """
     ny, nx = ped.shape
     cy, cx = cluster_size
     ry, rx = cy // 2, cx // 2
@@ -121,11 +193,35 @@ def find_frame(ped: RefPedestal, frame, n_sigma, cluster_size, model, cap=None):
     T = np.float32 if f32 else np.float64
     nsig = T(n_sigma)
     c3 = np.sqrt(T(cy * cx))
+    cm = [[None] * nx for _ in range(ny)]
+    if labels is not None:
+        centre, _ = common_mode(ped, frame, n_sigma, labels, cal)
+        cm = [[centre[r] if r >= 0 else None for r in row] for row in labels]
+    stage = [[0] * nx for _ in range(ny)]
+    if cal is not None:
+        decoded = [[cal.decode(frame[i][j], i, j) for j in range(nx)] for i in range(ny)]
+        stage = [[g for g, _ in row] for row in decoded]
+        frame = [[adc for _, adc in row] for row in decoded]
+
+    def energy(a, b, adu):
+        """The value of pixel (a, b) from its ADU value ``adu`` (a thunk: read lazily)."""
+        if cal is None:
+            return adu()
+        g = stage[a][b]
+        if g == FLAGGED:
+            return T(0)
+        if g == 0:
+            return adu() / cal.gain[0][a][b]
+        return (T(frame[a][b]) - cal.ped[g][a][b]) / cal.gain[g][a][b]
+
+    def threshold(a, b, rms):
+        return nsig * rms if cal is None else (nsig * rms) / cal.gain[0][a][b]
     codes = [[NOT_PROCESSED] * nx for _ in range(ny)]
     clusters = []
     found = 0
     if model == "frozen":
-        start_v = [[ped.value(i, j, frame[i][j]) for j in range(nx)] for i in range(ny)]
+        start_v = [[energy(i, j, lambda i=i, j=j: ped.value(i, j, frame[i][j], cm[i][j]))
+                    for j in range(nx)] for i in range(ny)]
         start_rms = [[ped.rms(i, j) for j in range(nx)] for i in range(ny)]
         pending = []
     for i in range(ny):
@@ -136,11 +232,11 @@ def find_frame(ped: RefPedestal, frame, n_sigma, cluster_size, model, cap=None):
                 rms = start_rms[i][j]
             else:
                 def val(a, b):
-                    return ped.value(a, b, frame[a][b])
+                    return energy(a, b, lambda: ped.value(a, b, frame[a][b], cm[a][b]))
                 rms = ped.rms(i, j)
             v = val(i, j)
-            thr = nsig * rms
-            if v < -thr:
+            thr = threshold(i, j, rms)
+            if stage[i][j] == FLAGGED or v < -thr:
                 codes[i][j] = NEG_SKIP
                 continue
             m = None
@@ -165,13 +261,14 @@ def find_frame(ped: RefPedestal, frame, n_sigma, cluster_size, model, cap=None):
             if code in (TEST1_STORE, TEST3_STORE):
                 found += 1
                 if cap is None or found <= cap:
-                    clusters.append((i, j, [0 if q is None else rha(q) for q in window]))
-            elif code == QUIET_UPDATE:
+                    clusters.append((i, j, [0 if q is None else rha(q) if round_window
+                                            else float(q) for q in window]))
+            elif code == QUIET_UPDATE and stage[i][j] == 0:
                 if model == "frozen":
                     pending.append((i, j))
                 else:
-                    ped.update(i, j, frame[i][j])
+                    ped.update(i, j, frame[i][j], cm[i][j])
     if model == "frozen":
         for i, j in pending:
-            ped.update(i, j, frame[i][j])
+            ped.update(i, j, frame[i][j], cm[i][j])
     return clusters, found, codes

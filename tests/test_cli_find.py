@@ -83,7 +83,9 @@ def test_capacity_error_exits_3(run_files, tmp_path, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["--dark", "missing.npy"], "missing.npy"),
-    (["--dark", "{dark}", "--n-pedestal", "1000"], "too few dark frames: 30 given"),
+    (["--dark", "{dark}", "--n-pedestal", "1000"],
+     "dark.npy': 30 given, --n-pedestal=1000 needed (record more dark frames or lower "
+     "--n-pedestal)"),
     (["--dark", "{dark}", "--finder", "gpu"], "unknown finder 'gpu'"),
     (["--dark", "{dark}", "--finder", "serial", "--threads", "2"], "frozen finder only"),
     (["--dark", "{dark}", "--n-dark", "3"], "exactly one of"),

@@ -167,12 +167,9 @@ def test_same_result_for_any_chunking_splitting_and_repetition(runs, dtype):
 
 
 @pytest.mark.gpu
-def test_register_stage_and_pinned_frames_give_the_same_result(runs, monkeypatch):
-    import aare_lab.finders.cuda
+def test_register_stage_and_pinned_frames_give_the_same_result(runs):
     from aare_lab import pinned_frames
 
-    # "auto" would page-lock this small array, were it not page-locked already.
-    monkeypatch.setattr(aare_lab.finders.cuda, "REGISTER_MIN_BYTES", 0)
     run = runs("moench", 60)
     pinned = pinned_frames(60, (400, 400))
     pinned[...] = run.frames

@@ -46,13 +46,13 @@ def test_spec_normalises_and_derives():
     assert spec.n_sigma == 4.0 and type(spec.n_sigma) is float
     assert spec.pedestal_dtype == "float32" and spec.max_clusters_per_frame == 7
     assert spec.timing_model == "frozen"
-    assert spec.compiled_key == ("cuda", (3, 5), "float32", "float64", "fixed")
+    assert spec.compiled_key == ("cuda", (3, 5), "float32", "float64", "fixed", None)
     assert spec.replace(n_sigma=6, max_clusters_per_frame=None).compiled_key == spec.compiled_key
     assert spec.replace(cluster_size=5).compiled_key != spec.compiled_key
     assert spec.attrs == {"finder": "cuda", "n_sigma": 4.0, "cluster_size": "3x5",
                           "pedestal_dtype": "float32", "noise": "fixed",
                           "max_clusters_per_frame": 7, "window_dtype": "float64",
-                          "n_pedestal": 20}
+                          "n_pedestal": 20, "common_mode": "none"}
     assert "n_pedestal" not in FinderSpec().attrs
     assert FinderSpec().attrs["max_clusters_per_frame"] == NO_CAP
 

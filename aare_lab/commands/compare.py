@@ -9,7 +9,7 @@ from pathlib import Path
 from ..compare import compare_all, summary_table, worst_mismatch
 from ..labels import result_labels
 from ..params import parse_cluster_size
-from ..results import load_result
+from ..results import check_result, load_result
 
 PANEL_SIZE = (4.2, 4.4)
 
@@ -43,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
     if len(args.results) < 2:
         raise ValueError("give at least two result files to compare")
     results = [load_result(path) for path in args.results]
+    for path, result in zip(args.results, results):
+        check_result(result, f"'{path}'")
     labels = result_labels(results)
     stems = [Path(path).stem for path in args.results]
     if any("#" in label for label in labels) and len(set(stems)) == len(stems):

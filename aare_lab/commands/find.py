@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 
 from ..finders import get_finder
-from ..pipeline import train_pedestal
-from ..results import save_result, truncated_frames
+from ..jungfrau import JungfrauCalibration
+from ..pipeline import check_frame_shapes, train_pedestal
+from ..results import truncated_frames
 from ..sources import open_source, split_dark
-from .options import add_finder_options, finder_spec, positive_int
+from .options import add_finder_options, finder_spec, load_pedestal, positive_int
 
 
 def register(subparsers) -> None:
@@ -26,9 +27,19 @@ def register(subparsers) -> None:
     parser.add_argument("--frames", required=True, help="data frames")
     parser.add_argument("--n-dark", type=positive_int, metavar="K",
                         help="take the first K frames of --frames as dark frames")
+    parser.add_argument("--pedestal", type=Path, metavar="FILE",
+                        help="a trained pedestal (from --save-pedestal) instead of dark "
+                             "frames; it brings its own N, dtype and noise mode")
+    parser.add_argument("--save-pedestal", type=Path, metavar="FILE",
+                        help="write the pedestal as trained, before the data frames move "
+                             "it, for later runs' --pedestal (.nc)")
     parser.add_argument("--finder", default="frozen", help="serial, frozen"
                         " (cuda where a GPU is available); default frozen")
     add_finder_options(parser)
+    parser.add_argument("--calibration", type=Path, metavar="FILE",
+                        help="a JUNGFRAU calibration (.nc, JungfrauCalibration.save): the "
+                             "frames are raw with gain bits, the dark frames all G0, and "
+                             "windows (float32) and energies are in keV")
     parser.add_argument("--threads", type=positive_int, help="threads of the frozen finder")
     parser.add_argument("--branch-maps", nargs="?", const="all", metavar="FRAMES",
                         help="store branch maps: all frames, or comma-separated frame numbers")
@@ -51,35 +62,46 @@ def _branch_selection(text: str | None):
 def run(args: argparse.Namespace) -> int:
     """Execute ``aare-lab find``."""
     spec = finder_spec(args)
+    if args.calibration is not None:
+        spec = spec.replace(calibration=JungfrauCalibration.load(args.calibration),
+                            window_dtype="float32")
     get_finder(spec.finder).require_available()
     if args.threads is not None and args.finder != "frozen":
         raise ValueError("--threads applies to the frozen finder only")
-    if (args.dark is None) == (args.n_dark is None):
-        raise ValueError("give exactly one of --dark FILE or --n-dark K")
+    if sum(option is not None for option in (args.dark, args.n_dark, args.pedestal)) != 1:
+        raise ValueError("give exactly one of --dark FILE, --n-dark K or --pedestal FILE")
     if args.out.suffix != ".nc":
         raise ValueError(f"--out must be a .nc file, got {args.out}")
     frames = open_source(args.frames)
-    if args.n_dark is not None:
-        dark, frames = split_dark(frames, args.n_dark)
-    else:
-        dark = open_source(args.dark)
     progress = not args.quiet
-    pedestal = train_pedestal(dark, spec.n_pedestal, dtype=spec.pedestal_dtype,
-                              noise=spec.noise, progress=progress)
+    if args.pedestal is not None:
+        pedestal, spec = load_pedestal(args.pedestal, spec)
+    else:
+        if args.n_dark is not None:
+            dark, frames = split_dark(frames, args.n_dark)
+        else:
+            dark = open_source(args.dark)
+            check_frame_shapes(dark, frames)
+        pedestal = train_pedestal(dark, spec.n_pedestal, dtype=spec.pedestal_dtype,
+                                  noise=spec.noise, progress=progress, option="--n-pedestal",
+                                  g0_only=spec.calibration is not None)
+    if args.save_pedestal is not None:
+        args.save_pedestal.parent.mkdir(parents=True, exist_ok=True)
+        pedestal.save(args.save_pedestal)
     options = {"on_truncation": args.on_truncation}
     if args.threads is not None:
         options["threads"] = args.threads
     finder = spec.make_finder(pedestal, **options)
-    result = finder.find(frames, branch_maps=_branch_selection(args.branch_maps),
-                         progress=progress)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    save_result(result, args.out)
-    n_frames = result.sizes["frame"]
-    n_clusters = result.sizes["cluster"]
-    print(f"{args.finder}: {n_clusters} clusters in {n_frames} frames "
-          f"({n_clusters / max(n_frames, 1):.1f} per frame), "
-          f"{len(truncated_frames(result))} frames truncated; wrote {args.out}")
-    if n_frames:
-        print(f"clusters per frame: min {int(np.min(result.n_found))}, "
-              f"max {int(np.max(result.n_found))}")
-    return 0
+    # Written chunk by chunk as found: memory stays flat, and an interrupted run leaves
+    # the chunks done so far (marked complete=0, with a warning on stderr).
+    with finder.find(frames, branch_maps=_branch_selection(args.branch_maps),
+                     progress=progress, out=args.out) as result:
+        n_frames = result.sizes["frame"]
+        n_clusters = result.sizes["cluster"]
+        print(f"{args.finder}: {n_clusters} clusters in {n_frames} frames "
+              f"({n_clusters / max(n_frames, 1):.1f} per frame), "
+              f"{len(truncated_frames(result))} frames truncated; wrote {args.out}")
+        if n_frames:
+            print(f"clusters per frame: min {int(np.min(result.n_found))}, "
+                  f"max {int(np.max(result.n_found))}")

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 
 from .. import checks
+from ..common_mode import PRESETS, load_label_map
 from ..params import parse_cluster_size
-from ..pedestal import NOISE_MODES, PEDESTAL_DTYPES
+from ..pedestal import NOISE_MODES, PEDESTAL_DTYPES, Pedestal
 from ..spec import FinderSpec
+
+#: The defaults of the pedestal options, which a ``--pedestal FILE`` replaces by its own.
+PEDESTAL_DEFAULTS = {"n_pedestal": 1000, "pedestal_dtype": "float64", "noise": "running"}
 
 
 def cluster_size(text: str) -> tuple[int, int]:
@@ -41,6 +45,16 @@ def positive_float(text: str) -> float:
     return value
 
 
+def common_mode(text: str):
+    """argparse type for ``--common-mode``: a preset name or a ``.npy`` label map file."""
+    if text == "none" or text in PRESETS:
+        return text
+    try:
+        return load_label_map(text)
+    except (FileNotFoundError, ValueError) as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def add_finder_options(parser: argparse.ArgumentParser) -> None:
     """Options of the finder and its pedestal."""
     group = parser.add_argument_group("finder")
@@ -48,11 +62,17 @@ def add_finder_options(parser: argparse.ArgumentParser) -> None:
                        help="threshold in units of the pixel noise (default 5)")
     group.add_argument("--cluster-size", type=cluster_size, default=(3, 3), metavar="NYxNX",
                        help="odd window size, rows x columns, 3..11 (default 3x3)")
-    group.add_argument("--n-pedestal", type=positive_int, default=1000, metavar="N",
+    group.add_argument("--n-pedestal", type=positive_int,
+                       default=PEDESTAL_DEFAULTS["n_pedestal"], metavar="N",
                        help="pedestal window: dark frames to train on (default 1000)")
-    group.add_argument("--pedestal-dtype", choices=PEDESTAL_DTYPES, default="float64")
-    group.add_argument("--noise", choices=NOISE_MODES, default="running",
+    group.add_argument("--pedestal-dtype", choices=PEDESTAL_DTYPES,
+                       default=PEDESTAL_DEFAULTS["pedestal_dtype"])
+    group.add_argument("--noise", choices=NOISE_MODES, default=PEDESTAL_DEFAULTS["noise"],
                        help="'fixed' freezes the rms when training ends (default running)")
+    group.add_argument("--common-mode", type=common_mode, default=None,
+                       metavar="none|moench03|jungfrau|FILE",
+                       help="subtract a per-frame offset per region: MÖNCH03 supercolumns, "
+                            "JUNGFRAU chips, or a .npy label map (-1: excluded); default none")
     group.add_argument("--cap", type=positive_int, default=None, metavar="N",
                        help="max_clusters_per_frame (default: unbounded)")
     group.add_argument("--on-truncation", choices=("warn", "error"), default="warn",
@@ -62,4 +82,32 @@ def add_finder_options(parser: argparse.ArgumentParser) -> None:
 def finder_spec(args: argparse.Namespace) -> FinderSpec:
     """The `FinderSpec` of the parsed `add_finder_options` (and ``--finder``)."""
     return FinderSpec(args.finder, args.n_sigma, args.cluster_size, args.pedestal_dtype,
-                      args.noise, args.cap, n_pedestal=args.n_pedestal)
+                      args.noise, args.cap, n_pedestal=args.n_pedestal,
+                      common_mode=args.common_mode)
+
+
+def load_pedestal(path, spec: FinderSpec) -> tuple[Pedestal, FinderSpec]:
+    """Load a ``--pedestal FILE`` and the spec that fits it.
+
+    A pedestal file brings its own N, dtype and noise mode; ``--n-pedestal``,
+    ``--pedestal-dtype`` or ``--noise`` set to a value that is neither its default nor the
+    file's is refused rather than silently replaced.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        For a missing file, one that is not a pedestal, an untrained pedestal, or
+        options that contradict it.
+    """
+    pedestal = Pedestal.load(path)
+    if not pedestal.ready:
+        raise ValueError(f"the pedestal in {path} is not trained ({pedestal.n_frames} of "
+                         f"{pedestal.n_pedestal} dark frames); save one after training")
+    own = {"n_pedestal": pedestal.n_pedestal, "pedestal_dtype": pedestal.dtype.name,
+           "noise": pedestal.noise}
+    for name, value in own.items():
+        given = getattr(spec, name)
+        if given not in (PEDESTAL_DEFAULTS[name], value):
+            raise ValueError(f"--{name.replace('_', '-')} {given} contradicts the pedestal in "
+                             f"{path} ({value}); leave the option out, the file brings its own")
+    return pedestal, spec.replace(**own)

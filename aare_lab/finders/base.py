@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
+from contextlib import closing
 from typing import ClassVar, NamedTuple
 
 import numpy as np
@@ -14,11 +17,16 @@ from tqdm.auto import tqdm
 
 from ..capacity import ON_TRUNCATION, cap_to_attr, report_truncation, truncation_message
 from ..checks import positive_int
+from ..dark_quality import assess_dark
 from ..frames import as_frame_stack
 from ..pedestal import Pedestal
+from ..result_store import open_result
 from ..results import make_result
 from ..sources import FrameSource, open_source
 from ..spec import RECONFIGURABLE, FinderSpec
+from ._assembly import FileSink, MemorySink, RunTally
+from ._common_mode import ROWS_PER_TASK
+from ._gain import calibration_arrays
 
 INITIAL_CLUSTER_ROWS = 4096
 
@@ -45,6 +53,11 @@ class ClusterBatch(NamedTuple):
     windows: np.ndarray
     branch_maps: np.ndarray
     branch_frames: np.ndarray
+    #: With common mode: per frame and region, the offset (ADU) and the pixels it came from.
+    common_mode: np.ndarray | None = None
+    common_mode_pixels: np.ndarray | None = None
+    #: With a JUNGFRAU calibration: per frame, the pixels flagged (never photons).
+    n_flagged: np.ndarray | None = None
 
 
 def _branch_selection(branch_maps) -> bool | set[int]:
@@ -81,6 +94,14 @@ class Finder(ABC):
         ``"warn"`` (default) or ``"error"`` when a frame exceeds the capacity.
     chunk_frames
         Frames handed to the compiled loop at a time; results do not depend on it.
+    common_mode
+        None (default) or ``"none"``; ``"moench03"``, ``"jungfrau"`` or a label map (see
+        `aare_lab.common_mode.CommonMode`): subtract a per-frame offset per region.
+    calibration
+        None (default), or a `aare_lab.jungfrau.JungfrauCalibration` of the frames' shape:
+        the frames are raw JUNGFRAU values with gain bits, the pedestal is the G0 pedestal
+        in ADU, and values, thresholds, windows and energies are in keV (window_dtype
+        float32 or float64).
 
     Attributes
     ----------
@@ -93,7 +114,8 @@ class Finder(ABC):
     def __init__(self, pedestal: Pedestal, n_sigma: float = 5.0,
                  cluster_size: int | str | tuple[int, int] = (3, 3),
                  max_clusters_per_frame: int | None = None, *, window_dtype: str = "int32",
-                 on_truncation: str = "warn", chunk_frames: int = 64):
+                 on_truncation: str = "warn", chunk_frames: int = 64, common_mode=None,
+                 calibration=None):
         if not isinstance(pedestal, Pedestal):
             raise TypeError(f"pedestal must be an aare_lab.Pedestal, got {type(pedestal).__name__}")
         if on_truncation not in ON_TRUNCATION:
@@ -102,7 +124,11 @@ class Finder(ABC):
         self.pedestal = pedestal
         self.spec = FinderSpec(self.name, n_sigma, cluster_size, pedestal.dtype.name,
                                pedestal.noise, max_clusters_per_frame, window_dtype,
-                               pedestal.n_pedestal)
+                               pedestal.n_pedestal, common_mode=common_mode,
+                               calibration=calibration)
+        cm = self.spec.common_mode
+        self._cm_labels = None if cm is None else cm.labels(pedestal.frame_shape)
+        self._calibration = calibration_arrays(self.spec.calibration, pedestal)
         self.on_truncation = on_truncation
         t = pedestal.dtype.type
         self._nsig = t(self.spec.n_sigma)
@@ -166,7 +192,7 @@ class Finder(ABC):
     # ----------------------------------------------------------------- public
     def find(self, frames, frame_numbers: Iterable[int] | None = None, *,
              branch_maps: bool | Iterable[int] | None = None,
-             progress: bool = True) -> xr.Dataset:
+             progress: bool = True, out: str | os.PathLike | None = None) -> xr.Dataset:
         """Find clusters in ``frames`` and return the result Dataset.
 
         Parameters
@@ -180,12 +206,16 @@ class Finder(ABC):
             True for a branch map of every frame, or the frame numbers to map.
         progress
             Show a progress bar.
+        out
+            A netCDF file to write the result into chunk by chunk while it is found, so
+            that memory stays flat however long the run (`aare_lab.result_store`).
 
         Returns
         -------
         xarray.Dataset
             The clusters, ``n_found``/``n_kept`` per frame, provenance, and the branch maps
-            if asked (see `aare_lab.results`).
+            if asked (see `aare_lab.results`). With ``out``, opened lazily from the file
+            (`aare_lab.result_store.open_result`; close it when done).
 
         Raises
         ------
@@ -193,10 +223,24 @@ class Finder(ABC):
             Before training is complete.
         TruncationError
             With ``on_truncation="error"``, when a frame exceeded the capacity.
+
+        Warns
+        -----
+        aare_lab.result_store.IncompleteResultWarning
+            With ``out``, when the run stops early (an exception, Ctrl-C): the file keeps
+            every chunk completed before, marked ``complete = 0``.
         """
-        batches = list(self.find_batches(frames, frame_numbers, branch_maps=branch_maps,
-                                         progress=progress))
-        return self.assemble(batches, branch_maps)
+        want = _branch_selection(branch_maps)
+        source = self._checked_source(frames, frame_numbers)
+        dark = assess_dark(self.pedestal, self.spec.n_sigma)
+        make = self._result_maker(dark)
+        if out is None:
+            sink = MemorySink(self._empty_batch(), make, want, n_frames=source.n_frames)
+        else:
+            sink = FileSink(out, self._empty_batch(), make, want)
+        with sink, closing(self._iterate(source, want, progress, borrow=True)) as batches:
+            tally = self._collect(batches, sink, want)
+        return self._report(sink.result() if out is None else open_result(out), tally, dark)
 
     def find_batches(self, frames, frame_numbers: Iterable[int] | None = None, *,
                      branch_maps: bool | Iterable[int] | None = None,
@@ -217,15 +261,24 @@ class Finder(ABC):
     # --------------------------------------------------------------- helpers
     def _batches(self, frames, frame_numbers, wanted: bool | set[int], progress: bool,
                  **options) -> Iterator[ClusterBatch]:
+        source = self._checked_source(frames, frame_numbers)
+        yield from self._iterate(source, wanted, progress, **options)
+
+    def _checked_source(self, frames, frame_numbers) -> FrameSource:
         self.pedestal.require_ready()
         if frame_numbers is not None:
             frame_numbers = np.asarray(list(frame_numbers))
         source = self._open(frames, frame_numbers)
         if tuple(source.frame_shape) != self.pedestal.frame_shape:
             raise ValueError(
-                f"frames are {source.frame_shape[0]}x{source.frame_shape[1]} (ny x nx) but the "
+                f"frames of {source.describe()} are {source.frame_shape[0]}x"
+                f"{source.frame_shape[1]} (ny x nx) but the "
                 f"pedestal is {self.pedestal.frame_shape[0]}x{self.pedestal.frame_shape[1]}"
             )
+        return source
+
+    def _iterate(self, source: FrameSource, wanted: bool | set[int], progress: bool,
+                 **options) -> Iterator[ClusterBatch]:
         with tqdm(total=source.n_frames, unit="frame", desc=f"{self.name} finder",
                   disable=not progress) as bar:
             for batch in self._process_source(source, wanted, **options):
@@ -235,8 +288,14 @@ class Finder(ABC):
     def _open(self, frames, frame_numbers) -> FrameSource:
         return open_source(frames, frame_numbers=frame_numbers)
 
-    def _process_source(self, source: FrameSource,
-                        wanted: bool | set[int]) -> Iterator[ClusterBatch]:
+    def _process_source(self, source: FrameSource, wanted: bool | set[int],
+                        borrow: bool = False) -> Iterator[ClusterBatch]:
+        """The batches of ``source``, chunk by chunk.
+
+        With ``borrow`` the caller copies each batch before it asks for the next, so a
+        finder may hand out views of buffers it reuses (the CPU finders' batches own their
+        arrays either way).
+        """
         for chunk in source.chunks(self.chunk_frames):
             yield self.process_chunk(chunk.frames, chunk.numbers, wanted)
 
@@ -252,43 +311,62 @@ class Finder(ABC):
         return np.full(n, -1, np.int64)
 
     def assemble(self, batches: list[ClusterBatch], branch_maps=None) -> xr.Dataset:
-        """The result Dataset of batches from `find_batches`, with truncation reported.
+        """The result Dataset of batches from `find_batches`, with truncation and too few dark
+        frames (`aare_lab.dark_quality.DarkFrameWarning`) reported.
 
         For callers that consume batches themselves (a widget that checks for cancellation
         between chunks) and then want what `find` returns; ``branch_maps`` as given there.
         """
+        want = _branch_selection(branch_maps)
+        dark = assess_dark(self.pedestal, self.spec.n_sigma)
+        sink = MemorySink(self._empty_batch(), self._result_maker(dark), want,
+                          n_frames=sum(len(b.frame_numbers) for b in batches),
+                          n_clusters=sum(len(b.cluster_y) for b in batches))
+        tally = self._collect(batches, sink, want)
+        return self._report(sink.result(), tally, dark)
+
+    @staticmethod
+    def _collect(batches: Iterable[ClusterBatch], sink, want: bool | set[int]) -> RunTally:
+        tally = RunTally(want)
+        for batch in batches:
+            sink.add(batch)
+            tally.add(batch)
+        return tally
+
+    def _result_maker(self, dark):
+        """`make_result` with this run's parameters bound: it takes the batch fields."""
+        return functools.partial(make_result, spec=self.spec,
+                                 frame_shape=self.pedestal.frame_shape, dark=dark)
+
+    def _report(self, ds: xr.Dataset, tally: RunTally, dark) -> xr.Dataset:
+        """Report truncation, warn about missing branch maps and the dark frames."""
+        missing = tally.missing_maps
+        if missing:
+            warnings.warn(f"branch maps were requested for frames not in this run: "
+                          f"{missing[:20]}{' ...' if len(missing) > 20 else ''}",
+                          stacklevel=3)
+        message = truncation_message(*tally.truncated, self.spec.max_clusters_per_frame,
+                                     n_frames=tally.n_frames)
+        report_truncation(message, self.on_truncation, ds)
+        dark.warn(stacklevel=3)
+        return ds
+
+    def _empty_batch(self) -> ClusterBatch:
+        """A batch of no frames: every field's dtype and row shape (None: not produced)."""
         ped = self.pedestal
         cy, cx = self.spec.cluster_size
-
-        def cat(field, empty):
-            parts = [getattr(b, field) for b in batches]
-            return np.concatenate(parts) if parts else empty
-
-        numbers = cat("frame_numbers", np.zeros(0, np.int64))
-        n_found = cat("n_found", np.zeros(0, np.int64))
-        n_kept = cat("n_kept", np.zeros(0, np.int64))
-        want = _branch_selection(branch_maps)
-        ds = make_result(
-            spec=self.spec, frame_shape=ped.frame_shape,
-            frame_numbers=numbers, n_found=n_found, n_kept=n_kept,
-            cluster_frame=cat("cluster_frame", np.zeros(0, np.int64)),
-            cluster_y=cat("cluster_y", np.zeros(0, np.int32)),
-            cluster_x=cat("cluster_x", np.zeros(0, np.int32)),
-            windows=cat("windows", np.zeros((0, cy, cx), np.dtype(self.spec.window_dtype))),
-            branch_maps=cat("branch_maps", np.zeros((0, *ped.frame_shape), np.uint8))
-            if want else None,
-            branch_frames=cat("branch_frames", np.zeros(0, np.int64)) if want else None,
-        )
-        if isinstance(want, set):
-            missing = sorted(want - set(numbers.tolist()))
-            if missing:
-                warnings.warn(f"branch maps were requested for frames not in this run: "
-                              f"{missing[:20]}{' ...' if len(missing) > 20 else ''}",
-                              stacklevel=3)
-        message = truncation_message(numbers, n_found, n_kept,
-                                     self.spec.max_clusters_per_frame)
-        report_truncation(message, self.on_truncation, ds)
-        return ds
+        none = np.zeros(0, np.int64)
+        common = {}
+        if self._cm_labels is not None:
+            regions = int(self._cm_labels.max()) + 1
+            common = {"common_mode": np.zeros((0, regions), ped.dtype),
+                      "common_mode_pixels": np.zeros((0, regions), np.int64)}
+        if self._calibration is not None:
+            common["n_flagged"] = none
+        return ClusterBatch(none, none, none, none, np.zeros(0, np.int32),
+                            np.zeros(0, np.int32),
+                            np.zeros((0, cy, cx), np.dtype(self.spec.window_dtype)),
+                            np.zeros((0, *ped.frame_shape), np.uint8), none, **common)
 
 
 class CpuFinder(Finder):
@@ -300,6 +378,22 @@ class CpuFinder(Finder):
         self._v = np.empty(shape, self.pedestal.dtype)
         self._codes = np.zeros(shape, np.uint8)
         self._out = None
+        self._cm_scratch = None
+        if self._cm_labels is not None:
+            dt, regions = self.pedestal.dtype, int(self._cm_labels.max()) + 1
+            tasks = -(-shape[0] // ROWS_PER_TASK)
+            self._cm_scratch = (self._cm_labels, np.zeros(regions, dt),
+                                np.zeros(regions, np.int64), np.zeros(regions, np.int64),
+                                np.zeros((tasks, regions), np.int64),
+                                np.zeros((tasks, regions), np.int64),
+                                np.empty(shape, dt), np.empty(shape, dt))
+        self._gs_scratch = None
+        if self._calibration is not None:
+            # Per frame: the ADC values, the pixel status, the estimate's labels, and the
+            # flagged pixels per row (`_gain`).
+            self._gs_scratch = (*self._calibration, np.empty(shape, np.uint16),
+                                np.empty(shape, np.uint8), np.empty(shape, np.int32),
+                                np.zeros(shape[0], np.int64))
 
     def process_chunk(self, frames: np.ndarray, numbers: np.ndarray,
                       branch_maps: bool | set[int] = False) -> ClusterBatch:
@@ -321,11 +415,21 @@ class CpuFinder(Finder):
         n_found = np.zeros(n, np.int64)
         n_kept = np.zeros(n, np.int64)
         win, ys, xs, fidx = self._buffers()
+        cm = cm_c = cm_n = None
+        if self._cm_scratch is not None:
+            regions = len(self._cm_scratch[1])
+            cm_c = np.zeros((n, regions), ped.dtype)
+            cm_n = np.zeros((n, regions), np.int64)
+            cm = (*self._cm_scratch, cm_c, cm_n)
+        gs = n_flagged = None
+        if self._gs_scratch is not None:
+            n_flagged = np.zeros(n, np.int64)
+            gs = (*self._gs_scratch, n_flagged)
         win, ys, xs, fidx, n_out = self._run(
             frames, cap=cap_to_attr(self.spec.max_clusters_per_frame),
             round_values=self.spec.window_dtype == "int32",
             win=win, ys=ys, xs=xs, fidx=fidx, n_found=n_found, n_kept=n_kept,
-            map_slot=slot, maps=maps)
+            map_slot=slot, maps=maps, cm=cm, gs=gs)
         self._out = (win, ys, xs, fidx)
         return ClusterBatch(
             frame_numbers=np.asarray(numbers, np.int64), n_found=n_found, n_kept=n_kept,
@@ -333,6 +437,7 @@ class CpuFinder(Finder):
             cluster_y=ys[:n_out].copy(), cluster_x=xs[:n_out].copy(),
             windows=win[:n_out].copy(), branch_maps=maps,
             branch_frames=np.asarray(numbers, np.int64)[slot >= 0],
+            common_mode=cm_c, common_mode_pixels=cm_n, n_flagged=n_flagged,
         )
 
     def _buffers(self):
@@ -355,6 +460,6 @@ class CpuFinder(Finder):
 
     @abstractmethod
     def _run(self, frames, *, cap, round_values, win, ys, xs, fidx, n_found, n_kept,
-             map_slot, maps):
+             map_slot, maps, cm, gs):
         """Call the compiled chunk loop; return ``(win, ys, xs, fidx, n_out)``."""
 

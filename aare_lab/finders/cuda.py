@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from contextlib import nullcontext
+from contextlib import closing, contextmanager
 from typing import NamedTuple
 
 import numpy as np
@@ -20,7 +20,7 @@ from ..capacity import report_truncation, truncation_message
 from ..checks import positive_int
 from ..gpu.device import cupy_or_raise
 from ..gpu.engine import FrozenEngine, Launch
-from ..gpu.feed import HOST_MEMORY, REGISTER_MIN_BYTES, HostFeed
+from ..gpu.feed import HOST_MEMORY, HostFeed
 from ..gpu.source import DeviceArraySource
 from ..results import energy_coords
 from ..sources import ArraySource, FrameSource
@@ -49,9 +49,11 @@ class CudaFinder(Finder):
         kernel launch and per host-to-device copy; results do not depend on it.
     host_memory
         How host frames reach the GPU: ``"register"`` page-locks the caller's array for
-        the call, ``"stage"`` copies chunks through two pinned buffers, ``"auto"``
-        registers in-memory arrays of at least 256 MiB and stages the rest. Frames already
-        in page-locked memory (`aare_lab.gpu.pinned_frames`) are always copied directly.
+        the call, ``"stage"`` copies chunks ahead, on a worker thread, through a ring of
+        pinned buffers, ``"auto"`` stages (on the H200, staging 6 GB ran at 1.6x the
+        rate of registering it: ``benchmarks/results/gpu_pipeline_20261201T111136.json``).
+        Frames already in page-locked memory (`aare_lab.gpu.pinned_frames`) are always
+        copied directly.
     block_threads
         Threads per GPU block, 512 (one block per multiprocessor) or 256 (two); results do
         not depend on it, speed does (``benchmarks/gpu_pipeline.py`` measures both).
@@ -74,7 +76,8 @@ class CudaFinder(Finder):
         self._cp = cupy_or_raise()
         ped, p = self.pedestal, self.spec
         self._engine = FrozenEngine(ped.frame_shape, ped.dtype.name, p.window_dtype,
-                                    p.cluster_size, self.chunk_frames, block_threads)
+                                    p.cluster_size, self.chunk_frames, block_threads,
+                                    labels=self._cm_labels, calibration=self._calibration)
         self._reconfigured()
         self._feed: HostFeed | None = None
         self._synced: tuple[np.ndarray, np.ndarray] | None = None
@@ -127,8 +130,9 @@ class CudaFinder(Finder):
                  progress: bool = True) -> xr.Dataset:
         """Find clusters and histogram their energies on the GPU, shipping no clusters.
 
-        The pedestal advances as in `find`. Energies are window sums in ADU; the counts
-        equal ``numpy.histogram`` of the same clusters' energies (`aare_lab.results.spectrum`).
+        The pedestal advances as in `find`. Energies are window sums in ADU (keV with a
+        calibration); the counts equal ``numpy.histogram`` of the same clusters' energies
+        (`aare_lab.results.spectrum`).
 
         Parameters
         ----------
@@ -165,7 +169,7 @@ class CudaFinder(Finder):
         ds = xr.Dataset(
             {"counts": ("energy", counts, {"long_name": "clusters per energy bin"}),
              "n_found": ("frame", n_found), "n_kept": ("frame", n_kept)},
-            coords={**energy_coords(edges), "frame": numbers},
+            coords={**energy_coords(edges, self.spec.units), "frame": numbers},
             attrs={key: self.spec.attrs[key]
                    for key in ("finder", "n_sigma", "cluster_size", "pedestal_dtype")},
         )
@@ -199,7 +203,7 @@ class CudaFinder(Finder):
         return super()._open(frames, frame_numbers)
 
     def _process_source(self, source: FrameSource, wanted: bool | set[int],
-                        clusters: bool = True) -> Iterator[ClusterBatch]:
+                        clusters: bool = True, borrow: bool = False) -> Iterator[ClusterBatch]:
         self._to_device()
         on_device = isinstance(source, DeviceArraySource)
         if not on_device and self._feed is None:
@@ -207,8 +211,8 @@ class CudaFinder(Finder):
         engine, feed = self._engine, self._feed
         pending: deque[tuple[np.ndarray, np.ndarray | None, Launch]] = deque()
         try:
-            with self._pinned(source):
-                for chunk in source.chunks(self.chunk_frames):
+            with self._host_chunks(source) as chunks:
+                for chunk in chunks:
                     if on_device:
                         frames, copied = chunk.frames, None
                     else:
@@ -219,9 +223,9 @@ class CudaFinder(Finder):
                         feed.read_by(launch.done)
                     pending.append((chunk.numbers, slots, launch))
                     if len(pending) == 2:
-                        yield self._batch(*pending.popleft(), clusters)
+                        yield self._batch(*pending.popleft(), clusters, borrow)
                 while pending:
-                    yield self._batch(*pending.popleft(), clusters)
+                    yield self._batch(*pending.popleft(), clusters, borrow)
         finally:
             if pending:
                 # Stopped early: the state goes back to the start of the first chunk
@@ -230,25 +234,43 @@ class CudaFinder(Finder):
             self._to_host()
 
     def _batch(self, numbers: np.ndarray, slots: np.ndarray | None, launch: Launch,
-               clusters: bool) -> ClusterBatch:
-        out = self._engine.collect(launch, clusters=clusters)
+               clusters: bool, borrow: bool) -> ClusterBatch:
+        # Borrowed clusters are views of the engine's pinned buffers, which the collection
+        # of the launch after next overwrites: the caller copies them before that.
+        out = self._engine.collect(launch, clusters=clusters, copy=not borrow)
         numbers = np.asarray(numbers, np.int64)
         return ClusterBatch(
             frame_numbers=numbers, n_found=out.n_found, n_kept=out.n_kept,
             cluster_frame=np.repeat(numbers, out.n_kept) if clusters else np.zeros(0, np.int64),
             cluster_y=out.y, cluster_x=out.x,
             windows=out.windows, branch_maps=out.maps,
-            branch_frames=numbers[slots >= 0] if slots is not None else np.zeros(0, np.int64))
+            branch_frames=numbers[slots >= 0] if slots is not None else np.zeros(0, np.int64),
+            common_mode=out.common_mode, common_mode_pixels=out.common_mode_pixels,
+            n_flagged=out.n_flagged)
 
-    def _pinned(self, source: FrameSource):
-        """Page-lock the caller's array for the call when that is the cheaper way in."""
-        if not isinstance(source, ArraySource) or self.host_memory == "stage":
-            return nullcontext()
-        array = source.array
-        if self._feed.is_pinned(array.ctypes.data) or (
-                self.host_memory == "auto" and array.nbytes < REGISTER_MIN_BYTES):
-            return nullcontext()
-        return self._feed.registered(array)
+    @contextmanager
+    def _host_chunks(self, source: FrameSource) -> Iterator[Iterator]:
+        """The source's chunks, each in memory the GPU can copy from at the PCIe rate.
+
+        Frames on the device and arrays already page-locked come as they are; the caller's
+        array is page-locked for the call when that is the cheaper way in; anything else
+        is staged ahead on a worker thread (`aare_lab.gpu.feed.HostFeed.staged`).
+        """
+        chunks = source.chunks(self.chunk_frames)
+        if isinstance(source, DeviceArraySource):
+            yield chunks
+            return
+        if isinstance(source, ArraySource) and self.host_memory != "stage":
+            array = source.array
+            if self._feed.is_pinned(array.ctypes.data):
+                yield chunks
+                return
+            if self.host_memory == "register":
+                with self._feed.registered(array):
+                    yield chunks
+                return
+        with closing(self._feed.staged(chunks)) as staged:
+            yield staged
 
     def _to_device(self) -> None:
         """Upload the host pedestal unless the device already holds exactly that state."""

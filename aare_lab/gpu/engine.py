@@ -19,8 +19,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..capacity import cap_to_attr
+from ..parallel import parallel_copy
 from .device import cuda_context, cupy_or_raise
-from .feed import parallel_copy, pinned_array
+from .feed import pinned_array
 from .kernels import (
     BLOCK_THREADS,
     FLAG_STRIDE,
@@ -51,6 +52,9 @@ class ChunkOutput(NamedTuple):
     x: np.ndarray
     windows: np.ndarray
     maps: np.ndarray
+    common_mode: np.ndarray | None
+    common_mode_pixels: np.ndarray | None
+    n_flagged: np.ndarray | None = None
 
 
 class Launch(NamedTuple):
@@ -81,6 +85,14 @@ class FrozenEngine:
         The most frames one launch processes.
     threads
         Threads per block, 256 or 512 (see `aare_lab.gpu.kernels.BLOCK_THREADS`).
+    labels
+        The common-mode region of every pixel, ``(ny, nx)`` integers with -1 for pixels
+        outside every region (`aare_lab.common_mode.CommonMode.labels`), or None for no
+        common-mode correction (the kernel variant without it).
+    calibration
+        A JUNGFRAU calibration's ``(pedestal, gain)``, both ``(3, ny, nx)`` in
+        ``state_dtype`` (`aare_lab.finders._gain.calibration_arrays`), or None for frames
+        without gain bits (the kernel variant without ``GAIN_SWITCHING``).
 
     Raises
     ------
@@ -89,7 +101,9 @@ class FrozenEngine:
     """
 
     def __init__(self, frame_shape: tuple[int, int], state_dtype: str, window_dtype: str,
-                 cluster_size: tuple[int, int], chunk_frames: int, threads: int = 512):
+                 cluster_size: tuple[int, int], chunk_frames: int, threads: int = 512,
+                 labels: np.ndarray | None = None,
+                 calibration: tuple[np.ndarray, np.ndarray] | None = None):
         if threads not in BLOCK_THREADS:
             raise ValueError(f"block_threads must be one of {BLOCK_THREADS}, got {threads!r}")
         cp = cupy_or_raise()
@@ -100,6 +114,9 @@ class FrozenEngine:
         self.cluster_size = cluster_size
         self.chunk_frames = chunk_frames
         self.threads = threads
+        self.labels = labels
+        self.n_regions = 0 if labels is None else int(labels.max()) + 1
+        self.calibration = calibration
         device = cp.cuda.Device()
         # The driver calls below need a current context; a runtime call makes the device's
         # primary context current on a thread that has not used CUDA yet (a widget's worker).
@@ -127,6 +144,7 @@ class FrozenEngine:
         self._host = [None, None]
         self._launches = 0
         self.hist = None
+        self._pixel = self._pixel_host = None
 
     def _configure(self, max_bands: int) -> None:
         """Cut the frame into bands for at most ``max_bands`` blocks and load the kernel."""
@@ -143,7 +161,10 @@ class FrozenEngine:
                 f"would need {per_thread} pixels per thread, at most {MAX_PIXELS_PER_THREAD} fit "
                 "in registers; split the frame (e.g. per detector module)")
         tile = (band_max + 2 * ry) * nx * self.state_dtype.itemsize
-        self.shared = SCAN_BYTES + per_thread * 32 * 4 + max(tile, 4 * self.chunk_frames)
+        # Per region the block's sums, counts and offsets (``cm_bytes`` in the source).
+        cm_bytes = -(-self.n_regions * (16 + self.state_dtype.itemsize) // 16) * 16
+        self.shared = (SCAN_BYTES + per_thread * 32 * 4 + cm_bytes
+                       + max(tile, 4 * self.chunk_frames))
         device = cp.cuda.Device()
         limit = cp.cuda.runtime.deviceGetAttribute(_ATTR_SHARED_OPTIN, device.id)
         if self.shared > limit:
@@ -155,7 +176,9 @@ class FrozenEngine:
             )
         with cuda_context("compiling the frozen kernel"):
             self.spec = KernelSpec(self.state_dtype.name, self.window_dtype.name,
-                                   tuple(self.cluster_size), per_thread, nx, self.threads)
+                                   tuple(self.cluster_size), per_thread, nx, self.threads,
+                                   common_mode=self.labels is not None,
+                                   gain_switching=self.calibration is not None)
             self.kernel = load_kernel(self.spec)
             cp.cuda.driver.funcSetAttribute(
                 self.kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -182,6 +205,16 @@ class FrozenEngine:
         self.no_edges = cp.zeros(2, cp.float64)
         self.no_hist = cp.zeros(1, cp.uint64)
         self.no_pixel_hist = cp.zeros(1, cp.uint32)
+        R = max(self.n_regions, 1)
+        self.cm_labels = (cp.zeros(1, cp.int32) if self.labels is None
+                          else cp.asarray(self.labels, cp.int32))
+        # [frame][pass][sums, counts][region], zeroed before every run of a chunk
+        self.cm_acc = cp.zeros(c * 4 * R, cp.uint64)
+        self.cm_out = [cp.zeros((c, R), dt) for _ in range(2)]
+        self.cm_pixels = [cp.zeros((c, R), cp.int64) for _ in range(2)]
+        if self.calibration is not None:
+            self.cal = tuple(cp.asarray(a, dt) for a in self.calibration)
+            self.n_flagged = [cp.zeros(c, cp.uint64) for _ in range(2)]
 
     # ------------------------------------------------------------------ state
     def upload(self, off, s, s2, rms_fixed, fixed: bool) -> None:
@@ -210,14 +243,33 @@ class FrozenEngine:
         n_bins = len(edges) - 1
         ny, nx = self.frame_shape
         with cuda_context("allocating the device spectra"), self.compute:
-            self.hist = (cp.asarray(edges, cp.float64), cp.zeros(n_bins, cp.uint64),
-                         cp.zeros((ny, nx, n_bins), cp.uint32) if per_pixel else None)
+            pixel = None
+            if per_pixel:
+                # Kept across calls (ny*nx*bins counters, 128 MB for MÖNCH and 200 bins)
+                # and zeroed on the device: allocating them per call cost more than a run.
+                if self._pixel is None or self._pixel.shape[2] != n_bins:
+                    self._pixel = cp.empty((ny, nx, n_bins), cp.uint32)
+                pixel = self._pixel
+                cp.cuda.runtime.memsetAsync(pixel.data.ptr, 0, pixel.nbytes, self.compute.ptr)
+            self.hist = (cp.asarray(edges, cp.float64), cp.zeros(n_bins, cp.uint64), pixel)
 
     def spectrum(self) -> tuple[np.ndarray, np.ndarray | None]:
         """The accumulated ``(counts, per-pixel counts or None)`` on the host."""
+        cp = self.cp
         self.compute.synchronize()
         _, counts, pixel = self.hist
-        return counts.get().astype(np.int64), None if pixel is None else pixel.get()
+        if pixel is None:
+            return counts.get().astype(np.int64), None
+        with cuda_context("copying the per-pixel spectra from the GPU"):
+            # Through a reused pinned buffer at the PCIe rate, then a parallel host copy
+            # into the caller's own array.
+            if self._pixel_host is None or self._pixel_host.shape != pixel.shape:
+                self._pixel_host = pinned_array(cp, pixel.shape, np.uint32)
+            host = self._pixel_host
+            cp.cuda.runtime.memcpyAsync(host.ctypes.data, pixel.data.ptr, pixel.nbytes,
+                                        cp.cuda.runtime.memcpyDeviceToHost, self.compute.ptr)
+            self.compute.synchronize()
+        return counts.get().astype(np.int64), parallel_copy(host)
 
     # ---------------------------------------------------------------- launches
     def launch(self, frames, map_slot: np.ndarray | None, wait=None) -> Launch:
@@ -247,8 +299,12 @@ class FrozenEngine:
             done.record(self.compute)
         return Launch(slot, n, frames, slot_dev, maps, done)
 
-    def collect(self, launch: Launch, clusters: bool = True) -> ChunkOutput:
-        """Wait for a launch and bring its results to the host (the clusters only if asked)."""
+    def collect(self, launch: Launch, clusters: bool = True, copy: bool = True) -> ChunkOutput:
+        """Wait for a launch and bring its results to the host (the clusters only if asked).
+
+        Without ``copy`` the clusters are views of the slot's pinned host buffers, valid
+        until the next collection of a launch of the same slot (the launch after next).
+        """
         cp = self.cp
         n, slot = launch.n, launch.slot
         with cuda_context(f"fetching the clusters of {n} frames from the GPU"):
@@ -269,13 +325,21 @@ class FrozenEngine:
                                                 cp.cuda.runtime.memcpyDeviceToHost,
                                                 self.fetch.ptr)
                 self.fetch.synchronize()
-                windows, ys, xs = (parallel_copy(h[:n_out]) for h in host)
+                windows, ys, xs = (parallel_copy(h[:n_out]) if copy else h[:n_out]
+                                   for h in host)
             else:
                 windows = np.zeros((0, wy, wx), self.window_dtype)
                 ys = xs = np.zeros(0, np.int32)
             maps = launch.maps.get() if launch.maps is not self.no_map_buffer else \
                 np.zeros((0, *self.frame_shape), np.uint8)
-        return ChunkOutput(n_found, n_kept, ys, xs, windows, maps)
+            common = pixels = None
+            if self.labels is not None:
+                common = self.cm_out[slot][:n].get()
+                pixels = self.cm_pixels[slot][:n].get()
+            flagged = None
+            if self.calibration is not None:
+                flagged = self.n_flagged[slot][:n].get().astype(np.int64)
+        return ChunkOutput(n_found, n_kept, ys, xs, windows, maps, common, pixels, flagged)
 
     # --------------------------------------------------------------- helpers
     def _fetch_meta(self, launch: Launch) -> np.ndarray:
@@ -340,6 +404,14 @@ class FrozenEngine:
         ny = self.frame_shape[0]
         cp.cuda.runtime.memsetAsync(self.sync.data.ptr, 0, self.sync.nbytes, self.compute.ptr)
         cp.cuda.runtime.memsetAsync(meta.data.ptr, 0, meta.nbytes, self.compute.ptr)
+        if self.labels is not None:
+            cp.cuda.runtime.memsetAsync(self.cm_acc.data.ptr, 0, self.cm_acc.nbytes,
+                                        self.compute.ptr)
+        gain_switching = ()
+        if self.calibration is not None:
+            flagged = self.n_flagged[slot]
+            cp.cuda.runtime.memsetAsync(flagged.data.ptr, 0, flagged.nbytes, self.compute.ptr)
+            gain_switching = (*self.cal, flagged)
         args = (frames, np.int32(n), np.int32(ny),
                 self.off, s, s2, self.rms_fixed, np.int32(self.fixed),
                 t(self.N), t(self.nsig), t(self.c3), np.int32(self.cap),
@@ -348,7 +420,9 @@ class FrozenEngine:
                 meta[:c], meta[c:2 * c], meta[2 * c:2 * c + 1], meta[2 * c + 1:],
                 out_win, out_y, out_x, map_slot, maps,
                 edges, np.int32(n_bins), hist,
-                np.int32(pixel is not None), self.no_pixel_hist if pixel is None else pixel)
+                np.int32(pixel is not None), self.no_pixel_hist if pixel is None else pixel,
+                self.cm_labels, np.int32(self.n_regions), self.cm_acc, self.cm_out[slot],
+                self.cm_pixels[slot], *gain_switching)
         self.kernel((self.n_bands, 1, 1), (self.threads, 1, 1), args, shared_mem=self.shared,
                     stream=self.compute, enable_cooperative_groups=True)
 

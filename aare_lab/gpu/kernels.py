@@ -1,6 +1,7 @@
 """The CUDA sources of ``kernels/``, specialised by preprocessor defines and cached on disk.
 
-Each variant (pedestal dtype, window dtype, cluster size, frame width, block size) is an ``extern "C"`` entry point
+Each variant (pedestal dtype, window dtype, cluster size, frame width, block size, common
+mode on or off, JUNGFRAU gain switching on or off) is an ``extern "C"`` entry point
 compiled by NVRTC with the defines of `KernelSpec`, and its cubin is kept under
 `cache_dir`, keyed by the source, the options, the GPU architecture and the NVRTC version:
 a new process loads it without compiling. The module is compiled here rather than through
@@ -50,6 +51,8 @@ class KernelSpec:
     pixels_per_thread: int
     frame_nx: int
     threads: int
+    common_mode: bool = False
+    gain_switching: bool = False
 
     def defines(self) -> tuple[str, ...]:
         """The ``-D`` options of this variant."""
@@ -59,7 +62,8 @@ class KernelSpec:
                 f"-DROUND_WINDOW={int(self.window_dtype == 'int32')}",
                 f"-DCLUSTER_NY={ny}", f"-DCLUSTER_NX={nx}",
                 f"-DPIXELS_PER_THREAD={self.pixels_per_thread}", f"-DFRAME_NX={self.frame_nx}",
-                f"-DMAX_THREADS={self.threads}")
+                f"-DMAX_THREADS={self.threads}", f"-DCOMMON_MODE={int(self.common_mode)}",
+                f"-DGAIN_SWITCHING={int(self.gain_switching)}")
 
 
 def kernel_dir() -> Path:

@@ -1,4 +1,5 @@
-"""Frame sources: frames and their frame numbers, read in chunks from arrays and files.
+"""Frame sources: frames and their frame numbers, read in chunks from arrays and files,
+or live from slsReceiver's ZeroMQ stream (`StreamSource`).
 
 `open_source` picks the source for an array or a file name; `split_dark` divides one
 into dark and data frames.
@@ -9,15 +10,26 @@ from __future__ import annotations
 import re
 from os import PathLike, fspath
 
-import h5py
 import numpy as np
 
 from .arrays import ArraySource
-from .base import FrameChunk, FrameSource, SourceView, existing_file, split_dark
-from .hdf5 import Hdf5Source, list_stacks
+from .base import FrameChunk, FrameSource, SourceView, split_dark
+from .hdf5 import Hdf5Source, list_stacks, open_hdf5
 from .npy import NpySource, NpzSource
 from .paced import PacedSource
 from .raw import RawSource
+
+#: Loaded on first use: the stream needs pyzmq, which reading files does not.
+_STREAM_NAMES = ("StreamSource", "StreamStats", "StreamTimeout")
+
+
+def __getattr__(name: str):
+    if name in _STREAM_NAMES:
+        from . import sls_stream
+
+        return getattr(sls_stream, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ArraySource",
@@ -29,6 +41,9 @@ __all__ = [
     "PacedSource",
     "RawSource",
     "SourceView",
+    "StreamSource",
+    "StreamStats",
+    "StreamTimeout",
     "open_source",
     "split_dark",
 ]
@@ -95,7 +110,7 @@ def open_source(spec, *, key: str | None = None, frame_numbers=None) -> FrameSou
 
 def _open_hdf5(path: str, dataset: str | None, frame_numbers) -> Hdf5Source:
     if dataset is None:
-        with h5py.File(existing_file(path), "r") as file:
+        with open_hdf5(path) as file:
             stacks = list_stacks(file)
         raise ValueError(f"name the frames in '{path}' as '{path}:/path/to/dataset'; {stacks}")
     return Hdf5Source(path, dataset, frame_numbers)

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..checks import positive_int
-from ..frames import FRAME_DTYPE, as_frame_stack
+from ..frames import FRAME_DTYPE, as_frame_stack, check_dtype
 
 
 class FrameChunk(NamedTuple):
@@ -222,8 +222,9 @@ def split_dark(source: FrameSource, n_dark: int) -> tuple[FrameSource, FrameSour
 def check_stack(data, name: str) -> tuple[int, tuple[int, int]]:
     """Check a lazily read array (memory map, HDF5 dataset) without reading it whole.
 
-    `as_frame_stack` sees only the first frame, which is enough for the dtype and the
-    frame shape.
+    The dtype is checked on the whole data (`check_dtype` reads it in slices only when it
+    is not ``uint16``, to count the values a conversion would lose); `as_frame_stack` sees
+    only the first frame, which is enough for the frame shape.
 
     Parameters
     ----------
@@ -243,6 +244,7 @@ def check_stack(data, name: str) -> tuple[int, tuple[int, int]]:
     ValueError
         For the wrong number of dimensions, an empty frame or no frames at all.
     """
+    check_dtype(data, f"frames of {name}")
     if data.ndim == 3:
         sample = data[:1]
     elif data.ndim == 2:
@@ -295,8 +297,11 @@ def as_frame_numbers(numbers, n_frames: int, what: str) -> np.ndarray:
 
 
 def existing_file(path) -> Path:
-    """Return ``path`` as a `Path`, refusing a missing file before any reader sees it."""
+    """Return ``path`` as a `Path`, refusing a missing file or a folder before any reader
+    sees it (readers would fail with messages that name neither)."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"'{path}' is a folder, not a file: give a file in it")
     if not path.is_file():
         raise FileNotFoundError(errno.ENOENT, "No such file", str(path))
     return path

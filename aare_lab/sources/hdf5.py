@@ -16,7 +16,8 @@ class Hdf5Source(FrameSource):
     """Frames in an HDF5 dataset, one 2-D ``uint16`` frame or a stack ``(n, ny, nx)``.
 
     Only the chunks asked for are read. Frame numbers are never guessed from other
-    datasets in the file: name the one that holds them.
+    datasets in the file: name the one that holds them, or let the frames name it in
+    their attribute ``frame_numbers`` (as ``aare-lab capture`` writes them).
 
     Parameters
     ----------
@@ -26,7 +27,8 @@ class Hdf5Source(FrameSource):
         Path of the frames inside the file, e.g. ``"/entry/data/data"``.
     frame_numbers
         Path of a dataset in the same file holding one unique integer per frame, or the
-        numbers themselves. Without them the frames are numbered 0, 1, 2, ...
+        numbers themselves. Without them, those of the dataset the frames' attribute
+        ``frame_numbers`` names, else 0, 1, 2, ...
 
     Raises
     ------
@@ -42,9 +44,12 @@ class Hdf5Source(FrameSource):
     def __init__(self, path: str | PathLike, dataset: str, frame_numbers=None):
         self.path = existing_file(path)
         self.dataset = dataset
-        with h5py.File(self.path, "r") as file:
-            self.n_frames, self.frame_shape = check_stack(self._dataset(file, dataset),
-                                                          self.describe())
+        with open_hdf5(self.path) as file:
+            frames = self._dataset(file, dataset)
+            self.n_frames, self.frame_shape = check_stack(frames, self.describe())
+            link = frames.attrs.get("frame_numbers")
+            if frame_numbers is None and isinstance(link, str):
+                frame_numbers = link
             if isinstance(frame_numbers, str):
                 frame_numbers = self._dataset(file, frame_numbers)[()]
         self.has_frame_numbers = frame_numbers is not None
@@ -69,6 +74,25 @@ class Hdf5Source(FrameSource):
                 frames = data[start:stop] if data.ndim == 3 else data[()][np.newaxis]
                 return FrameChunk(self._numbers[start:stop], np.ascontiguousarray(frames))
             yield read
+
+
+def open_hdf5(path: str | PathLike) -> h5py.File:
+    """Open an HDF5 file for reading; a missing file or one of another format is named.
+
+    Raises
+    ------
+    FileNotFoundError
+        For a missing file.
+    ValueError
+        For a file h5py cannot read (empty, truncated, not HDF5).
+    """
+    path = existing_file(path)
+    try:
+        return h5py.File(path, "r")
+    except OSError as err:
+        # h5py says "file signature not found" without the file's name.
+        raise ValueError(f"'{path}' is not a readable HDF5 file ({err}): it is empty, "
+                         "truncated or of another format") from None
 
 
 def list_stacks(file: h5py.File) -> str:

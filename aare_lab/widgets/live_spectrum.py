@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
 from typing import NamedTuple
@@ -11,13 +10,15 @@ import ipywidgets as widgets
 import numpy as np
 import xarray as xr
 
-from ..binning import count, integer_edges
+from ..binning import count
 from ..capacity import TruncationError
 from ..finders import available_finders, get_finder
+from ..live import DEFAULT_EDGES
 from ..params import parse_cluster_size
 from ..pedestal import Pedestal
 from ..pipeline import train_pedestal
-from ..results import window_energies
+from ..readahead import read_ahead
+from ..results import counts_spectrum, window_energies
 from ..sources import open_source
 from ..spec import FinderSpec
 from ..spectra import fit_peaks
@@ -25,10 +26,8 @@ from .base import InteractiveWidget
 from .controls import cluster_size_box, forward, n_sigma_value, size_text
 from .graph import Input, ViewNode
 from .loop import stop_at_exit, wait_until
-from .run import counts_spectrum, default_n_pedestal
+from .run import default_n_pedestal
 
-#: Default bins: 10 ADU wide from 0 to 2000 ADU, integer-aligned.
-DEFAULT_EDGES = integer_edges(0, 1999, width=10)
 #: Seconds between peak fits on the consumer thread.
 FIT_EVERY = 0.5
 
@@ -41,6 +40,7 @@ class Snapshot(NamedTuple):
     fits: xr.Dataset | None
     frames_processed: int
     frames_dropped: int
+    stream: dict[str, int] | None
     frames_truncated: int
     clusters: int
     rate: float
@@ -55,7 +55,9 @@ class LiveSpectrum(InteractiveWidget):
     ----------
     source
         Any frame source: an array, a file spec, a `aare_lab.sources.FrameSource`, or a
-        live stream (`aare_lab.sources.PacedSource`, later the detector's stream).
+        live stream: `aare_lab.sources.PacedSource`, or the detector's own
+        (`aare_lab.sources.StreamSource`, whose lost, incomplete and malformed counts the
+        status line shows; it ends at the end of an acquisition with ``stop_at_end``).
     dark
         Dark frames to train the pedestal (on the worker, before the first chunk).
     pedestal
@@ -337,7 +339,7 @@ class _Consumer:
             started = time.perf_counter()
             last_fit, fits = 0.0, None
             self._status("running")
-            for chunk in _read_ahead(w.source.chunks(w.chunk_frames), self._stop):
+            for chunk in read_ahead(w.source.chunks(w.chunk_frames), self._stop):
                 while self.paused.is_set() and not self._stop.is_set():
                     self._stop.wait(0.05)
                 if self._stop.is_set():
@@ -365,16 +367,19 @@ class _Consumer:
                     over += high
                 frames += len(chunk.numbers)
                 clusters += n_kept
+                _mark_processed(w.source, len(chunk.numbers))
                 now = time.perf_counter()
                 spectrum = self._spectrum(finder, counts, edges, frames, under, over, outside)
                 if now - last_fit > FIT_EVERY:
                     fits, last_fit = _fit(spectrum, self._spec, w.fit_window), now
                 self._publish(Snapshot(generation, spectrum, fits, frames, _dropped(w.source),
+                                       _stream_counts(w.source),
                                        truncated, clusters, frames / max(now - started, 1e-9),
                                        False, self._spec))
             spectrum = self._spectrum(finder, counts, edges, frames, under, over, outside)
             self._publish(Snapshot(generation, spectrum, _fit(spectrum, self._spec, w.fit_window),
-                                   frames, _dropped(w.source), truncated, clusters,
+                                   frames, _dropped(w.source), _stream_counts(w.source),
+                                   truncated, clusters,
                                    frames / max(time.perf_counter() - started, 1e-9), True,
                                    self._spec))
             self._status("stopped" if self._stop.is_set() else "end of the source")
@@ -444,52 +449,21 @@ class _Consumer:
         self.ui.call_soon(self.widget.status.show, text)
 
 
-def _read_ahead(chunks, stop: threading.Event, depth: int = 2):
-    """Iterate over ``chunks`` with the next ones read on their own thread meanwhile, so
-    reading a file overlaps finding; an error of the reader is raised here."""
-    ready: queue.Queue = queue.Queue(depth)
-    end = object()
-
-    def read():
-        try:
-            for chunk in chunks:
-                while not stop.is_set():
-                    try:
-                        ready.put(chunk, timeout=0.1)
-                        break
-                    except queue.Full:
-                        pass
-                if stop.is_set():
-                    return
-            item = end
-        except Exception as err:  # handed to the consumer, which reports it
-            item = err
-        finally:
-            chunks.close()  # a live stream stops its sender
-        while not stop.is_set():
-            try:
-                ready.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                pass
-
-    threading.Thread(target=read, daemon=True, name="aare_lab-LiveSpectrum-reader").start()
-    while True:
-        try:
-            item = ready.get(timeout=0.1)
-        except queue.Empty:
-            if stop.is_set():
-                return
-            continue
-        if item is end:
-            return
-        if isinstance(item, Exception):
-            raise item
-        yield item
-
-
 def _dropped(source) -> int:
     return int(getattr(source, "frames_dropped", 0))
+
+
+def _mark_processed(source, n: int) -> None:
+    """Tell a detector stream that ``n`` more frames are processed (it counts them)."""
+    mark = getattr(source, "mark_processed", None)
+    if mark is not None:
+        mark(n)
+
+
+def _stream_counts(source) -> dict[str, int] | None:
+    """The counts of a detector stream (`aare_lab.sources.StreamSource`), else None."""
+    stats = getattr(source, "stats", None)
+    return None if stats is None else stats.as_dict()
 
 
 def _fit(spectrum: xr.DataArray, spec: FinderSpec, window) -> xr.Dataset | None:
@@ -505,6 +479,11 @@ def _stats_html(s: Snapshot, gain: float | None) -> str:
     a = s.spectrum.attrs
     text = (f"<b>{s.frames_processed:,}</b> frames processed ({s.rate:,.0f} frames/s), "
             f"<b>{s.frames_dropped:,}</b> dropped, {s.clusters:,} clusters")
+    if s.stream is not None:
+        c = s.stream
+        text += (f"<br>stream: {c['frames_received']:,} received, {c['frames_lost']:,} lost, "
+                 f"{c['frames_incomplete']:,} incomplete, {c['messages_malformed']:,} "
+                 "malformed")
     if a["outside"]:
         text += f", {a['outside']:,} outside the bins"
         if "underflow" in a:

@@ -17,10 +17,9 @@ import xarray as xr
 from ..binning import count
 from ..capacity import TruncationError
 from ..finders import get_finder
-from ..params import format_cluster_size
 from ..pedestal import Pedestal
 from ..pipeline import train_pedestal
-from ..results import energy_coords, window_energies
+from ..results import counts_spectrum, window_energies
 from ..results import spectrum as result_spectrum
 from ..sources import open_source
 from ..spec import FinderSpec
@@ -234,23 +233,3 @@ def default_n_pedestal(dark) -> int:
     to 1000."""
     n_dark = open_source(dark).n_frames
     return min(1000, n_dark) if n_dark else 1000
-
-
-def counts_spectrum(counts: np.ndarray, edges: np.ndarray, spec: FinderSpec, n_frames: int,
-                    underflow: int | None, overflow: int | None,
-                    outside: int | None = None) -> xr.DataArray:
-    """Counts accumulated over ``edges`` as the DataArray `aare_lab.results.spectrum` makes.
-
-    ``outside`` counts the clusters beyond the edges when only their total is known (the
-    GPU's histogram counts inside the range only); then ``underflow`` and ``overflow``
-    are None and left out of the attributes.
-    """
-    attrs = {"long_name": "clusters per energy bin", "finder": spec.finder,
-             "n_sigma": spec.n_sigma, "cluster_size": format_cluster_size(spec.cluster_size),
-             "n_frames": int(n_frames)}
-    if underflow is not None:
-        attrs.update(underflow=int(underflow), overflow=int(overflow))
-        outside = underflow + overflow
-    attrs["outside"] = int(outside)
-    return xr.DataArray(np.array(counts, np.int64), dims="energy", coords=energy_coords(edges),
-                        name="counts", attrs=attrs)

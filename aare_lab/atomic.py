@@ -1,0 +1,31 @@
+"""Files that appear complete or not at all."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+
+def replace_atomically(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
+    """Write a file through ``write(temporary_path)`` and move it into place in one step.
+
+    The temporary file lies next to ``path`` (so that `os.replace` stays on one file
+    system, where it is atomic) and is removed if ``write`` fails: a failed write leaves
+    neither a half-written file nor a changed older one.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> replace_atomically(folder / "a.txt", lambda p: p.write_text("done"))
+    >>> sorted(p.name for p in folder.iterdir()), (folder / "a.txt").read_text()
+    (['a.txt'], 'done')
+    """
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        write(temporary)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)

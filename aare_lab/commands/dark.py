@@ -1,0 +1,41 @@
+"""``aare-lab dark``: the statistics of a dark run and what its size means for false clusters."""
+
+from __future__ import annotations
+
+import argparse
+
+from .options import positive_float, positive_int
+
+
+def register(subparsers) -> None:
+    """Add the ``dark`` subcommand."""
+    parser = subparsers.add_parser(
+        "dark", help="report a dark run: rms distribution, dead and hot pixels",
+        description="Train a pedestal on dark frames and report the rms distribution, the "
+                    "pixels with rms 0 and the hot pixels, and how much the noise estimated "
+                    "from this many frames raises the false-cluster rate at --n-sigma "
+                    "(with the number of dark frames that would keep it within bounds).")
+    parser.add_argument("dark", metavar="DARK",
+                        help="dark frames: .npy, .npz, file.h5:/dataset or a master file")
+    parser.add_argument("--n-pedestal", type=positive_int, metavar="N",
+                        help="train on the first N frames (default: all of them)")
+    parser.add_argument("--n-sigma", type=positive_float, default=5.0,
+                        help="the threshold the false-cluster rate is assessed at (default 5)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``aare-lab dark``."""
+    from ..dark_report import dark_report
+    from ..pipeline import train_pedestal
+    from ..sources import open_source
+
+    dark = open_source(args.dark)
+    n_pedestal = dark.n_frames if args.n_pedestal is None else args.n_pedestal
+    if n_pedestal is None:
+        raise ValueError(f"{dark.describe()} is an endless stream: give --n-pedestal")
+    pedestal = train_pedestal(dark, n_pedestal, progress=not args.quiet,
+                              option="--n-pedestal")
+    print(dark_report(pedestal, args.n_sigma))
+    return 0

@@ -1,0 +1,98 @@
+"""``aare-lab live``: find clusters in a detector's ZeroMQ stream while it runs, headless."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..finders import get_finder
+from ..live import LiveRun, fixed_edges
+from .options import (
+    add_finder_options,
+    finder_spec,
+    load_pedestal,
+    positive_float,
+    positive_int,
+)
+from .signals import stop_on_signals
+
+
+def register(subparsers) -> None:
+    """Add the ``live`` subcommand."""
+    parser = subparsers.add_parser(
+        "live", help="find clusters in slsReceiver's ZeroMQ stream live, headless",
+        description="Subscribe to slsReceiver's ZeroMQ stream (or aare-lab stream-sim), find "
+                    "clusters while frames arrive, print the counts periodically and keep "
+                    "DIR/spectrum.nc (the cluster-energy spectrum on fixed bins) and "
+                    "DIR/stats.json (the stream's counts) up to date: every --interval, at "
+                    "the end of acquisition and on SIGINT/SIGTERM.",
+    )
+    parser.add_argument("endpoints", nargs="+", metavar="ENDPOINT",
+                        help="tcp://host:port of the receiver's stream, one per UDP "
+                             "interface (rx_zmqport, rx_zmqport + 1, ...)")
+    dark = parser.add_mutually_exclusive_group(required=True)
+    dark.add_argument("--n-dark", type=positive_int, metavar="N",
+                      help="train the pedestal on the first N frames of the stream (at "
+                           "least --n-pedestal; dark frames, taken before the beam is on)")
+    dark.add_argument("--pedestal", type=Path, metavar="FILE",
+                      help="a trained pedestal (aare-lab find --save-pedestal); it brings "
+                           "its own N, dtype and noise mode")
+    parser.add_argument("--finder", default="frozen", help="serial, frozen"
+                        " (cuda where a GPU is available); default frozen")
+    add_finder_options(parser)
+    parser.add_argument("--threads", type=positive_int, help="threads of the frozen finder")
+    parser.add_argument("--out", required=True, type=Path, metavar="DIR",
+                        help="folder for spectrum.nc, stats.json (and clusters.nc)")
+    parser.add_argument("--stop-at-end", action="store_true",
+                        help="exit after the first end of acquisition (default: go on "
+                             "with the next acquisitions)")
+    parser.add_argument("--duration", type=positive_float, metavar="S",
+                        help="stop after S seconds")
+    parser.add_argument("--clusters", action="store_true",
+                        help="also write every cluster to DIR/clusters.nc (appended at each "
+                             "interval, so memory holds one interval's clusters)")
+    parser.add_argument("--interval", type=positive_float, default=2.0, metavar="S",
+                        help="seconds between writes and status lines (default 2)")
+    parser.add_argument("--energy-range", type=int, nargs=2, default=(0, 2000),
+                        metavar=("LOW", "HIGH"),
+                        help="the spectrum's fixed range in ADU, edges LOW-0.5 ... HIGH-0.5 "
+                             "(default 0 2000); clusters outside are counted")
+    parser.add_argument("--bin-width", type=positive_int, default=10, metavar="ADU",
+                        help="bin width in whole ADU (default 10)")
+    parser.add_argument("--incomplete", choices=("skip", "mask"), default="skip",
+                        help="frames with lost packets: skip them (default) or find clusters "
+                             "with their missing pixels masked")
+    parser.add_argument("--queue-chunks", type=positive_int, default=8, metavar="K",
+                        help="chunks held between the socket and the finder before whole "
+                             "chunks are dropped (default 8)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``aare-lab live``."""
+    from ..sources.sls_stream import StreamSource
+
+    spec = finder_spec(args)
+    get_finder(spec.finder).require_available()
+    if args.threads is not None and args.finder != "frozen":
+        raise ValueError("--threads applies to the frozen finder only")
+    edges = fixed_edges(*args.energy_range, args.bin_width)
+    pedestal = None
+    if args.pedestal is not None:
+        pedestal, spec = load_pedestal(args.pedestal, spec)
+    options = {} if args.threads is None else {"threads": args.threads}
+    chunk_frames = 512 if spec.finder == "cuda" else 64
+    with StreamSource(args.endpoints, chunk_frames=chunk_frames,
+                      queue_chunks=args.queue_chunks, incomplete=args.incomplete,
+                      stop_at_end=args.stop_at_end) as source:
+        live = LiveRun(source, spec, args.out, pedestal=pedestal, n_dark=args.n_dark,
+                       edges=edges, clusters=args.clusters, interval=args.interval,
+                       duration=args.duration, on_truncation=args.on_truncation,
+                       report=lambda line: print(line, flush=True), **options)
+        print(f"live: {source.describe()} with the {spec.finder} finder; writing to "
+              f"{args.out}/ every {args.interval:g} s", flush=True)
+        with stop_on_signals(live.stop):
+            live.run()
+    print(f"live: {live.ended_by}; {live.frames:,} data frames, {live.n_clusters:,} "
+          f"clusters; wrote {args.out}/", flush=True)
+    return 0

@@ -1,0 +1,231 @@
+"""From a finder's batches to its result: in memory, or chunk by chunk into a file.
+
+Both sinks take each `ClusterBatch` as it comes and keep no reference to it, so a batch may
+hold views of a finder's reused buffers (the GPU's pinned output) until the next one is
+asked for. The memory sink copies each batch into arrays that grow by doubling, sized from
+the first batch's cluster density, and hands views of them to the Dataset: one copy per
+value, no concatenation, no fresh allocation per chunk once the run's density is known.
+The file sink writes each batch (`aare_lab.result_store`). Either way the cluster energies
+are summed per batch on a few threads, while its windows are in cache.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Self
+
+import numpy as np
+import xarray as xr
+
+from ..parallel import parallel_copy, parallel_ranges
+from ..result_store import ResultWriter
+from ..results import window_energies
+
+#: Fields of a `ClusterBatch` with a row per kept cluster, and per branch map; every other
+#: field (not None) has a row per frame.
+CLUSTER_FIELDS = ("cluster_frame", "cluster_y", "cluster_x", "windows")
+MAP_FIELDS = ("branch_maps", "branch_frames")
+#: The result variable each batch field fills, where the names differ (`make_result`).
+VARIABLES = {"frame_numbers": "frame", "cluster_frame": "frame_number", "cluster_y": "y",
+             "cluster_x": "x", "windows": "window", "branch_maps": "branch_map",
+             "branch_frames": "branch_frame"}
+#: Room kept beyond the clusters the first batch's density predicts for the run.
+DENSITY_MARGIN = 1.1
+
+
+class GrowingRows:
+    """Rows appended in place to one array whose capacity grows by doubling.
+
+    Parameters
+    ----------
+    like
+        An array of the rows' dtype and shape ``(any, *row_shape)``.
+
+    Examples
+    --------
+    >>> rows = GrowingRows(np.zeros((0, 2), np.int32))
+    >>> rows.take(3)[...] = 7
+    >>> rows.data.shape, rows.capacity
+    ((3, 2), 3)
+    """
+
+    def __init__(self, like: np.ndarray):
+        self._data = np.empty((0, *like.shape[1:]), like.dtype)
+        self.size = 0
+
+    @property
+    def capacity(self) -> int:
+        """Rows the array holds before it must grow."""
+        return len(self._data)
+
+    @property
+    def data(self) -> np.ndarray:
+        """The rows appended so far (a view)."""
+        return self._data[:self.size]
+
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` more rows, at least doubling the capacity if it grows.
+
+        Untouched capacity costs address space only: the pages are mapped when written.
+        """
+        need = self.size + rows
+        if need > len(self._data):
+            grown = np.empty((max(need, 2 * len(self._data)), *self._data.shape[1:]),
+                             self._data.dtype)
+            parallel_copy(self.data, grown[:self.size])
+            self._data = grown
+
+    def take(self, rows: int) -> np.ndarray:
+        """The next ``rows`` rows, appended, for the caller to fill."""
+        self.reserve(rows)
+        view = self._data[self.size:self.size + rows]
+        self.size += rows
+        return view
+
+
+def _cluster_work(sources: dict, targets: dict, energy: np.ndarray) -> Callable[[int, int], None]:
+    """Copy the clusters ``a:b`` of every field and sum their windows (for `parallel_ranges`)."""
+    def work(a: int, b: int) -> None:
+        for name, src in sources.items():
+            np.copyto(targets[name][a:b], src[a:b])
+        window_energies(targets["windows"][a:b], out=energy[a:b])
+    return work
+
+
+def _fields(batch, want: bool | set[int]) -> dict[str, np.ndarray]:
+    """The fields of a batch that fill result variables (branch maps only if asked)."""
+    return {name: value for name, value in batch._asdict().items()
+            if value is not None and (want or name not in MAP_FIELDS)}
+
+
+class MemorySink:
+    """A run's batches copied into growing arrays, then the result Dataset.
+
+    Parameters
+    ----------
+    empty
+        A batch of no frames with every field's dtype and row shape (None: not produced).
+    make
+        `aare_lab.results.make_result` with the run's parameters bound: takes the fields
+        by name and ``energy``.
+    want
+        The branch maps asked for: True (all), False, or frame numbers.
+    n_frames, n_clusters
+        The frames and clusters expected, when known (None: grown as they come).
+    """
+
+    def __init__(self, empty, make: Callable[..., xr.Dataset], want: bool | set[int],
+                 n_frames: int | None = None, n_clusters: int | None = None):
+        self._make = make
+        self._fields = {name: GrowingRows(value) for name, value in _fields(empty, want).items()}
+        self._energy = GrowingRows(np.zeros(0))
+        self._n_frames = n_frames
+        n_maps = len(want) if isinstance(want, set) else n_frames if want else 0
+        for name, rows in self._fields.items():
+            rows.reserve((n_clusters if name in CLUSTER_FIELDS else
+                          n_maps if name in MAP_FIELDS else n_frames) or 0)
+        self._energy.reserve(n_clusters or 0)
+
+    def add(self, batch) -> None:
+        """Copy one batch in."""
+        fields = self._fields
+        k = len(batch.cluster_y)
+        energy = self._energy
+        if energy.capacity == 0 and k and self._n_frames:
+            # Sized once from the density of the first clusters: the doubling afterwards
+            # only serves runs whose density rises.
+            expected = int(k / len(batch.frame_numbers) * self._n_frames * DENSITY_MARGIN)
+            for name in (*CLUSTER_FIELDS, None):
+                (energy if name is None else fields[name]).reserve(max(expected, k))
+        sources = {name: getattr(batch, name) for name in CLUSTER_FIELDS}
+        targets = {name: fields[name].take(k) for name in CLUSTER_FIELDS}
+        row = sum(src[:1].nbytes for src in sources.values())
+        parallel_ranges(_cluster_work(sources, targets, energy.take(k)), k, k * row)
+        for name, rows in fields.items():
+            if name not in CLUSTER_FIELDS:
+                src = getattr(batch, name)
+                parallel_copy(src, rows.take(len(src)))
+
+    def result(self) -> xr.Dataset:
+        """The result Dataset; its arrays are views of the grown buffers."""
+        return self._make(energy=self._energy.data,
+                          **{name: rows.data for name, rows in self._fields.items()})
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """Nothing to release: a run stopped early leaves no result."""
+
+
+class FileSink:
+    """A run's batches written chunk by chunk (`aare_lab.result_store.ResultWriter`).
+
+    Parameters
+    ----------
+    path
+        The result file.
+    empty, make, want
+        As for `MemorySink`: the result of the empty batch is the file's layout.
+    """
+
+    def __init__(self, path: str | os.PathLike, empty, make: Callable[..., xr.Dataset],
+                 want: bool | set[int]):
+        self._want = want
+        self._writer = ResultWriter(path, make(**_fields(empty, want)))
+        # Energies of one batch, reused: the file holds them, memory need not.
+        self._energy = GrowingRows(np.zeros(0))
+
+    def add(self, batch) -> None:
+        """Write one batch."""
+        windows = batch.windows
+        k = len(windows)
+        self._energy.size = 0
+        energy = self._energy.take(k)
+        parallel_ranges(lambda a, b: window_energies(windows[a:b], out=energy[a:b]), k,
+                        windows.nbytes)
+        columns = {VARIABLES.get(name, name): value
+                   for name, value in _fields(batch, self._want).items()}
+        columns["energy"] = energy
+        self._writer.append(columns)
+
+    def __enter__(self) -> Self:
+        self._writer.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._writer.__exit__(*exc)
+
+
+class RunTally:
+    """What the end of a run reports on, kept per batch in memory that does not grow with
+    the run: frames seen, the truncated frames, and which asked-for branch maps came."""
+
+    def __init__(self, wanted: bool | set[int]):
+        self.n_frames = 0
+        self._wanted = wanted if isinstance(wanted, set) else set()
+        self.mapped: set[int] = set()
+        self._over: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def add(self, batch) -> None:
+        """Count one batch."""
+        self.n_frames += len(batch.frame_numbers)
+        over = batch.n_found > batch.n_kept
+        if over.any():
+            self._over.append((batch.frame_numbers[over], batch.n_found[over],
+                               batch.n_kept[over]))
+        if self._wanted:
+            self.mapped.update(self._wanted.intersection(batch.branch_frames.tolist()))
+
+    @property
+    def missing_maps(self) -> list[int]:
+        """Frame numbers whose branch maps were asked for but that the run did not have."""
+        return sorted(self._wanted - self.mapped)
+
+    @property
+    def truncated(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(frame_numbers, n_found, n_kept)`` of the truncated frames."""
+        if not self._over:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return tuple(np.concatenate(parts) for parts in zip(*self._over))

@@ -1,0 +1,476 @@
+"""Frames live from slsReceiver's ZeroMQ stream.
+
+`StreamSource` subscribes to one or more slsReceiver PUB endpoints (one per UDP
+interface or module), assembles each frame from its parts by frame number, and hands the
+frames to any finder in chunks, while a background thread keeps reading the sockets.
+
+Reading
+-------
+``for chunk in source.chunks(): ...`` yields `FrameChunk` s (``int64`` frame numbers,
+C-contiguous ``uint16`` frames), so every finder takes them. With ``stop_at_end=True``
+the iteration ends after the end-of-acquisition message; calling `chunks` again continues
+with the next acquisition. ``chunks(with_headers=True)`` yields ``(chunk, headers)``
+pairs instead: ``headers[i]`` is a tuple of the JSON headers (dicts, as the receiver sent
+them) of the parts of frame ``i``, one per port ordered by (row, column); a single-port
+detector gives 1-tuples. Capture stores those.
+
+The consumer reports what it has processed with ``source.mark_processed(n)``: the source
+cannot know when a finder is done with a chunk (a reader may prefetch), so
+``frames_processed`` counts only what was marked.
+
+Counting
+--------
+`StreamSource.stats` is a `StreamStats` snapshot; ``stats.as_dict()`` has exactly the
+keys ``frames_received``, ``frames_processed``, ``frames_lost``, ``frames_incomplete``,
+``frames_dropped``, ``messages_malformed``:
+
+- received: frames built from the stream (one per frame number and acquisition, all its
+  parts together), complete or not;
+- processed: what the consumer marked with `StreamSource.mark_processed`;
+- lost: frame numbers missing between two received frames of one acquisition (the
+  receiver discarded them, or ZeroMQ dropped them at its high-water mark);
+- incomplete: received frames with padded packets (``completeImage`` 0) or a port that
+  never sent its part within ``assemble_timeout``: skipped (``incomplete="skip"``,
+  the default, since 0xFF padding would make false clusters) or yielded masked
+  (``incomplete="mask"``, see `MASKED_VALUE`);
+- dropped: frames thrown away, whole chunks at a time, because the consumer fell behind
+  and the queue of ``queue_chunks`` chunks was full;
+- malformed: messages that could not be used, each skipped: JSON that does not parse, a
+  header without the fields of jsonversion 4/5, a data part of the wrong size or missing,
+  another bit depth than 16, another detector type or frame shape than the stream's.
+
+Acquisitions
+------------
+The end of an acquisition is the one-part ``"data":0`` header, sent once per socket and
+possibly repeated: it ends the acquisition once, when every socket has sent it (or
+``assemble_timeout`` after the first did). There is no start message: the first data
+header after an end starts the next acquisition, and so does a header whose
+``fileIndex`` or acquisition start (``frameNumber - frameIndex``) changed, or whose frame
+number went backwards (a restarted publisher): numbering that restarts is a new
+acquisition, never a gap of lost frames. Frame numbers are the detector's, so they may
+repeat from one acquisition to the next.
+
+Memory
+------
+The queue holds at most ``queue_chunks`` chunks; frames waiting for their other parts are
+at most ``queue_chunks * chunk_frames``; each socket's ZeroMQ receive high-water mark is
+``queue_chunks * chunk_frames`` messages. Memory is bounded by these, however long the
+run and however slow the consumer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Iterator, Sequence
+
+import zmq
+
+from ..checks import positive_int
+from .base import FrameChunk, FrameSource
+from .sls_assembly import END, START, Assembler, Boundary, Frame
+from .sls_chunks import ChunkBuilder, ChunkQueue
+from .sls_header import MalformedMessage, parse_message
+
+#: What a padded or missing pixel reads in frames yielded with ``incomplete="mask"``.
+#: 0 ADU lies far below any pedestal, so the finder's decision for that pixel is NEG_SKIP
+#: (no cluster, no pedestal push; docs/algorithm.md); a window that holds such a pixel
+#: has a lower sum, so a cluster touching the gap can be missed but never invented.
+MASKED_VALUE = 0
+
+#: Seconds `StreamSource.frame_shape` waits for the first header when
+#: ``receive_timeout`` is None.
+SHAPE_WAIT = 10.0
+#: Seconds the first frame of a chunk waits for the rest before the chunk goes anyway,
+#: so that a slow stream still reaches the finder promptly.
+FLUSH_AFTER = 0.2
+#: Milliseconds the socket thread waits for messages before it looks at the clock (and
+#: at `StreamSource.close`).
+POLL_MS = 20
+#: Messages taken from one socket before the others get their turn.
+BURST = 64
+INCOMPLETE_MODES = ("skip", "mask")
+
+
+class StreamTimeout(TimeoutError):
+    """Nothing usable arrived from the stream in the time allowed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamStats:
+    """What a `StreamSource` has seen so far (see the module docstring for each count).
+
+    Attributes
+    ----------
+    frames_received, frames_processed, frames_lost, frames_incomplete, frames_dropped, messages_malformed
+        The counts reported under these names by `as_dict`.
+    frames_yielded
+        Frames handed to the consumer.
+    acquisitions
+        Acquisitions started.
+    acquisitions_ended
+        Acquisitions ended by their end messages (repeats not counted).
+    end_messages
+        End-of-acquisition headers received, repeats included.
+    messages
+        Messages received, usable or not.
+    last_malformed
+        Why the last malformed message was refused, or None.
+    """
+
+    frames_received: int = 0
+    frames_processed: int = 0
+    frames_lost: int = 0
+    frames_incomplete: int = 0
+    frames_dropped: int = 0
+    messages_malformed: int = 0
+    frames_yielded: int = 0
+    acquisitions: int = 0
+    acquisitions_ended: int = 0
+    end_messages: int = 0
+    messages: int = 0
+    last_malformed: str | None = None
+
+    def as_dict(self) -> dict[str, int]:
+        """The six counts of ``stats.json``, under exactly their names."""
+        return {key: getattr(self, key) for key in COUNT_KEYS}
+
+
+#: The keys of `StreamStats.as_dict`, in order.
+COUNT_KEYS = ("frames_received", "frames_processed", "frames_lost", "frames_incomplete",
+              "frames_dropped", "messages_malformed")
+
+_CLOSED = object()
+
+
+class StreamSource(FrameSource):
+    """Frames of a detector live from slsReceiver ZeroMQ PUB endpoints.
+
+    The sockets connect and a background thread starts reading at construction, so
+    nothing sent after it is missed; close the source (or use it as a context manager)
+    to stop it.
+
+    Parameters
+    ----------
+    endpoints
+        One endpoint (``"tcp://host:port"``, or ``"host:port"``) or several: one per UDP
+        interface or module, as the receiver streams them (``rx_zmqport`` + interface).
+    frame_shape
+        ``(ny, nx)`` of the assembled frames; None takes it from the first data header
+        (``shape`` is ``[columns, rows]`` of one part, ``detshape`` the parts). Headers
+        of another shape are malformed.
+    chunk_frames
+        Frames per chunk; a chunk is also handed on early at the end of an acquisition,
+        when the next begins, and when its first frame has waited `FLUSH_AFTER` seconds.
+    queue_chunks
+        Chunks held for the consumer; when it is full, new chunks are dropped whole.
+    assemble_timeout
+        Seconds a frame waits for the parts of other ports (and an acquisition for the
+        end messages of the other sockets) before it is given up as incomplete.
+    incomplete
+        ``"skip"`` (default): incomplete frames are counted and never yielded.
+        ``"mask"``: they are yielded with padded and missing pixels set to
+        `MASKED_VALUE`.
+    stop_at_end
+        End each `chunks` iteration at the end of an acquisition; False goes on with the
+        next acquisitions.
+    receive_timeout
+        Seconds without any message after which a `chunks` iteration ends (None: wait
+        forever); also how long `frame_shape` waits for the first header (`SHAPE_WAIT`
+        when None).
+    name
+        How messages name the source (default: the endpoints).
+
+    Attributes
+    ----------
+    ended
+        A `threading.Event` set at each end of acquisition (when the message arrives;
+        `chunks` still yields the frames before it) and cleared by the first frame of the
+        next acquisition.
+    n_frames
+        None: a stream is endless.
+
+    Raises
+    ------
+    ValueError
+        For a bad argument or an endpoint ZeroMQ cannot connect to.
+
+    Examples
+    --------
+    A stand-in for the receiver (`aare_lab.streamsim`) sends one acquisition:
+
+    >>> import numpy as np
+    >>> from aare_lab.streamsim import StreamPublisher
+    >>> with StreamPublisher("tcp://127.0.0.1:0") as receiver, \\
+    ...         StreamSource(receiver.endpoints) as source:
+    ...     receiver.wait_for_subscribers()
+    ...     receiver.send_frames(np.ones((5, 4, 6), np.uint16))
+    ...     receiver.end_acquisition()
+    ...     for chunk in source.chunks():
+    ...         pass  # finder.process_chunk(chunk.frames, chunk.numbers)
+    ...         source.mark_processed(len(chunk.numbers))
+    ...     source.frame_shape, source.stats.frames_processed
+    ((4, 6), 5)
+    """
+
+    n_frames = None
+    has_frame_numbers = True
+
+    def __init__(self, endpoints: str | Sequence[str], *,
+                 frame_shape: tuple[int, int] | None = None, chunk_frames: int = 64,
+                 queue_chunks: int = 8, assemble_timeout: float = 0.5,
+                 incomplete: str = "skip", stop_at_end: bool = True,
+                 receive_timeout: float | None = None, name: str | None = None):
+        self.endpoints = _endpoints(endpoints)
+        self.chunk_frames = positive_int("chunk_frames", chunk_frames)
+        self.queue_chunks = positive_int("queue_chunks", queue_chunks)
+        if incomplete not in INCOMPLETE_MODES:
+            raise ValueError(f"incomplete must be one of {INCOMPLETE_MODES}, got {incomplete!r}")
+        for label, value in (("assemble_timeout", assemble_timeout),
+                             ("receive_timeout", receive_timeout)):
+            if value is not None and not 0 < value < float("inf"):
+                raise ValueError(f"{label} must be a finite number of seconds > 0, got {value!r}")
+        if frame_shape is not None:
+            frame_shape = tuple(positive_int("frame_shape", n) for n in frame_shape)
+            if len(frame_shape) != 2:
+                raise ValueError(f"frame_shape must be (ny, nx), got {frame_shape!r}")
+        self.stop_at_end = stop_at_end
+        self.receive_timeout = receive_timeout
+        self.name = name or " + ".join(self.endpoints)
+        self.ended = threading.Event()
+        self._frames_in_flight = self.queue_chunks * self.chunk_frames
+        self._assembler = Assembler(len(self.endpoints), frame_shape,
+                                    mask=incomplete == "mask", masked_value=MASKED_VALUE,
+                                    timeout=assemble_timeout,
+                                    max_waiting=self._frames_in_flight)
+        self._queue = ChunkQueue(self.queue_chunks)
+        self._lock = threading.Lock()
+        self._counts = dict.fromkeys(("frames_processed", "frames_dropped", "frames_yielded",
+                                      "messages_malformed", "messages"), 0)
+        self._last_malformed: str | None = None
+        self._shape_known = threading.Event()
+        if frame_shape is not None:
+            self._shape_known.set()
+        self._last_message = time.monotonic()
+        self._error: BaseException | None = None
+        self._stop = threading.Event()
+        self._context = zmq.Context()
+        self._sockets: list[zmq.Socket] = []
+        for endpoint in self.endpoints:
+            self._connect(endpoint)
+        self._thread = threading.Thread(target=self._receive, daemon=True,
+                                        name="aare_lab-stream-source")
+        self._thread.start()
+
+    def _connect(self, endpoint: str) -> None:
+        socket = self._context.socket(zmq.SUB)
+        socket.setsockopt(zmq.LINGER, 0)
+        # The frames ZeroMQ may hold per socket: as many as the chunk queue, so that
+        # memory stays bounded even when this thread falls behind.
+        socket.setsockopt(zmq.RCVHWM, self._frames_in_flight)
+        socket.setsockopt(zmq.SUBSCRIBE, b"")
+        self._sockets.append(socket)
+        try:
+            socket.connect(endpoint)
+        except zmq.ZMQError as err:
+            self._context.destroy(linger=0)
+            raise ValueError(f"cannot connect to {endpoint}: {err}") from None
+
+    @property
+    def frame_shape(self) -> tuple[int, int]:
+        """``(ny, nx)`` of the frames, waiting for the first data header if not given.
+
+        Raises
+        ------
+        StreamTimeout
+            When no usable data header arrived within ``receive_timeout`` (or
+            `SHAPE_WAIT`) seconds.
+        """
+        wait = SHAPE_WAIT if self.receive_timeout is None else self.receive_timeout
+        if not self._shape_known.wait(wait):
+            self._raise_error()
+            raise StreamTimeout(
+                f"no usable frame header from {self.describe()} within {wait:g} s: is the "
+                "receiver streaming (rx_zmqstream 1) on that port, and is it acquiring?"
+                + _malformed_hint(self.stats))
+        return self._assembler.frame_shape
+
+    @property
+    def stats(self) -> StreamStats:
+        """A snapshot of the counts."""
+        a = self._assembler
+        with self._lock:
+            return StreamStats(
+                frames_received=a.received, frames_lost=a.lost, frames_incomplete=a.incomplete,
+                acquisitions=a.acquisitions, acquisitions_ended=a.acquisitions_ended,
+                end_messages=a.end_messages, last_malformed=self._last_malformed,
+                **self._counts)
+
+    @property
+    def frames_dropped(self) -> int:
+        """Frames dropped because the consumer fell behind (as `PacedSource` has it)."""
+        return self.stats.frames_dropped
+
+    def mark_processed(self, n: int) -> None:
+        """Count ``n`` more frames as processed by the consumer."""
+        self._count(frames_processed=int(n))
+
+    def _count(self, **increments) -> None:
+        with self._lock:
+            for key, value in increments.items():
+                self._counts[key] += value
+
+    def describe(self) -> str:
+        """The endpoints."""
+        return f"the ZeroMQ stream {self.name}"
+
+    def _reader(self):
+        raise TypeError(f"{self.describe()} is a live stream: read it in order with chunks()")
+
+    def chunks(self, chunk_frames: int | None = None, start: int = 0,
+               stop: int | None = None, *, with_headers: bool = False
+               ) -> Iterator[FrameChunk] | Iterator[tuple[FrameChunk, list[tuple[dict, ...]]]]:
+        """Iterate over the frames as they arrive.
+
+        ``chunk_frames`` is fixed at construction (the argument is accepted for the
+        `FrameSource` signature and ignored); ``start`` must be 0 and ``stop`` None: a
+        live stream has no positions.
+
+        Parameters
+        ----------
+        with_headers
+            Yield ``(chunk, headers)`` with the JSON headers of every frame's parts.
+
+        Yields
+        ------
+        FrameChunk or (FrameChunk, list)
+            Frames in frame-number order within an acquisition.
+
+        Raises
+        ------
+        ValueError
+            For positions, or a closed source.
+        """
+        if start != 0 or stop is not None:
+            raise ValueError(f"{self.describe()} is a live stream: it has no positions")
+        if self._stop.is_set():
+            raise ValueError(f"{self.describe()} is closed")
+        return self._iterate(with_headers)
+
+    def _iterate(self, with_headers: bool):
+        began = time.monotonic()
+        while True:
+            item = self._queue.get(POLL_MS / 1000)
+            if item is None:
+                self._raise_error()
+                quiet = time.monotonic() - max(self._last_message, began)
+                if self._stop.is_set() or (self.receive_timeout is not None
+                                           and quiet > self.receive_timeout):
+                    return
+                continue
+            if item is _CLOSED:
+                self._raise_error()
+                return
+            if item is END:
+                if self.stop_at_end:
+                    return
+                continue
+            chunk, headers = item
+            self._count(frames_yielded=len(chunk.numbers))
+            yield (chunk, headers) if with_headers else chunk
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            raise RuntimeError(f"reading {self.describe()} failed") from self._error
+
+    def close(self) -> None:
+        """Stop the thread and close the sockets; idempotent and prompt."""
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join()
+        if not self._context.closed:
+            self._context.term()
+
+    def __enter__(self) -> StreamSource:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # The socket thread: only it touches the sockets and the assembler.
+
+    def _receive(self) -> None:
+        builder = ChunkBuilder(self.chunk_frames)
+        poller = zmq.Poller()
+        for socket in self._sockets:
+            poller.register(socket, zmq.POLLIN)
+        try:
+            while not self._stop.is_set():
+                ready = dict(poller.poll(POLL_MS))
+                for index, socket in enumerate(self._sockets):
+                    if socket in ready:
+                        self._drain(index, socket, builder)
+                now = time.monotonic()
+                self._handle(self._assembler.poll(now), builder)
+                if builder.first is not None and now - builder.first >= FLUSH_AFTER:
+                    self._flush(builder)
+        except BaseException as err:  # handed to the consumer, raised there
+            self._error = err
+        finally:
+            for socket in self._sockets:
+                socket.close(linger=0)
+            self._queue.put_marker(_CLOSED)
+
+    def _drain(self, index: int, socket: zmq.Socket, builder: ChunkBuilder) -> None:
+        for _ in range(BURST):
+            try:
+                message = socket.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            now = self._last_message = time.monotonic()
+            self._count(messages=1)
+            try:
+                part = parse_message(message)
+                out = (self._assembler.end(index, now) if part is None
+                       else self._assembler.add(index, part, now))
+            except MalformedMessage as err:
+                with self._lock:
+                    self._counts["messages_malformed"] += 1
+                    self._last_malformed = f"{self.endpoints[index]}: {err}"
+                continue
+            if self._assembler.frame_shape is not None:
+                self._shape_known.set()
+            self._handle(out, builder)
+
+    def _handle(self, out: list[Frame | Boundary], builder: ChunkBuilder) -> None:
+        for item in out:
+            if item is START:
+                self._flush(builder)
+                self.ended.clear()
+            elif item is END:
+                self._flush(builder)
+                self._queue.put_marker(END)
+                self.ended.set()
+            elif item.image is not None and builder.add(item, self._assembler.frame_shape):
+                self._flush(builder)
+
+    def _flush(self, builder: ChunkBuilder) -> None:
+        taken = builder.take()
+        if taken is not None and not self._queue.put_chunk(taken):
+            self._count(frames_dropped=len(taken[0].numbers))
+
+
+def _endpoints(endpoints) -> list[str]:
+    given = [endpoints] if isinstance(endpoints, str) else list(endpoints)
+    if not given or not all(isinstance(e, str) and e for e in given):
+        raise ValueError(f"give one or more endpoints such as 'tcp://127.0.0.1:30001', "
+                         f"got {endpoints!r}")
+    return [e if "://" in e else f"tcp://{e}" for e in given]
+
+
+def _malformed_hint(stats: StreamStats) -> str:
+    if not stats.messages_malformed:
+        return ""
+    return (f" {stats.messages_malformed} messages were malformed, the last: "
+            f"{stats.last_malformed}")

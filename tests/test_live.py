@@ -1,0 +1,161 @@
+"""`aare-lab live` over real sockets on 127.0.0.1: a `StreamPublisher` (stream-sim's engine)
+in the test, the CLI in a subprocess; its files against `aare-lab find` on the same frames."""
+
+import json
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+import xarray as xr
+from cli_process import CliProcess
+
+from aare_lab import FinderSpec, load_result
+from aare_lab.cli import main
+from aare_lab.live import fixed_edges
+from aare_lab.simulate import Detector, simulate_run
+from aare_lab.streamsim import StreamPublisher
+
+N_DARK = 30
+COUNT_KEYS = {"frames_received", "frames_processed", "frames_lost", "frames_incomplete",
+              "frames_dropped", "messages_malformed"}
+START_TIMEOUT = 60  # seconds for a fresh interpreter to import, load Numba's cache, subscribe
+
+
+@pytest.fixture(scope="module")
+def run():
+    return simulate_run(n_dark=N_DARK, n_frames=40, detector=Detector(frame_shape=(48, 40)),
+                        seed=5)
+
+
+@pytest.fixture(scope="module")
+def offline(run, tmp_path_factory):
+    """`aare-lab find` on the dark and data frames the stream sends, one after the other."""
+    folder = tmp_path_factory.mktemp("offline")
+    np.save(folder / "all.npy", np.concatenate([run.dark, run.frames]))
+    assert main(["find", "--frames", str(folder / "all.npy"), "--n-dark", str(N_DARK),
+                 "--n-pedestal", str(N_DARK), "--noise", "fixed", "--quiet",
+                 "--save-pedestal", str(folder / "pedestal.nc"),
+                 "--out", str(folder / "result.nc")]) == 0
+    return load_result(folder / "result.nc"), folder / "pedestal.nc"
+
+
+@pytest.fixture
+def publisher():
+    with StreamPublisher("tcp://127.0.0.1:0") as pub:  # a free port
+        yield pub
+
+
+def live(publisher, out, *options):
+    return CliProcess("live", *publisher.endpoints, "--noise", "fixed", "--out", str(out),
+                      *options)
+
+
+def live_here(publisher, out, send, *options):
+    """`aare-lab live` in this process (no interpreter to start) while ``send()`` runs on
+    a thread once the CLI has subscribed; returns the exit code."""
+    failed = []
+
+    def publish():
+        try:
+            publisher.wait_for_subscribers(timeout=30)
+            send()
+        except Exception as err:  # noqa: BLE001 -- raised in the test below
+            failed.append(err)
+            publisher.end_acquisition()
+
+    thread = threading.Thread(target=publish, daemon=True)
+    thread.start()
+    code = main(["live", *publisher.endpoints, "--noise", "fixed", "--out", str(out),
+                 *options])
+    thread.join(30)
+    if failed:
+        raise failed[0]
+    return code
+
+
+def assert_same_as_offline(out, offline, n_frames, first_number):
+    """The live files hold the first ``n_frames`` data frames of the offline result, whose
+    frames are numbered from 0 where the stream numbered them from ``first_number``."""
+    expected = offline.isel(frame=slice(n_frames))
+    expected = expected.isel(cluster=np.flatnonzero(offline["frame_number"] < n_frames))
+    found = load_result(out / "clusters.nc")
+    np.testing.assert_array_equal(found["frame"], expected["frame"] + first_number)
+    np.testing.assert_array_equal(found["frame_number"], expected["frame_number"] + first_number)
+    for name in ("y", "x", "window", "energy", "n_found", "n_kept"):
+        np.testing.assert_array_equal(found[name], expected[name], err_msg=name)
+    assert FinderSpec.from_result(found) == FinderSpec.from_result(expected)
+    spectrum = xr.load_dataarray(out / "spectrum.nc")
+    edges = np.append(spectrum["energy_lo"], spectrum["energy_hi"][-1])
+    np.testing.assert_array_equal(edges, fixed_edges())
+    np.testing.assert_array_equal(spectrum, np.histogram(expected["energy"], edges)[0])
+    energies = expected["energy"].to_numpy()
+    assert spectrum.attrs["overflow"] == np.count_nonzero(energies > edges[-1])
+    assert spectrum.attrs["n_frames"] == n_frames
+    stats = json.loads((out / "stats.json").read_text())
+    assert set(stats) == COUNT_KEYS
+    return stats
+
+
+def test_stop_at_end_gives_what_find_gives_offline(run, offline, publisher, tmp_path,
+                                                   capsys):
+    result, _ = offline
+
+    def send():
+        publisher.send_frames(run.dark)
+        # In bursts, so that clusters.nc is appended to several times.
+        for part in np.array_split(run.frames, 3):
+            time.sleep(0.4)
+            publisher.send_frames(part)
+        publisher.end_acquisition()
+
+    assert live_here(publisher, tmp_path, send, "--n-dark", str(N_DARK), "--n-pedestal",
+                     str(N_DARK), "--stop-at-end", "--clusters", "--interval", "0.2") == 0
+    output = capsys.readouterr().out
+    assert "live: the stream ended; 40 data frames" in output
+    assert output.count("processed") >= 3  # periodic status lines
+    stats = assert_same_as_offline(tmp_path, result, 40, N_DARK + 1)
+    assert stats == {"frames_received": 70, "frames_processed": 70, "frames_lost": 0,
+                     "frames_incomplete": 0, "frames_dropped": 0, "messages_malformed": 0}
+
+
+def test_sigint_writes_everything_processed(run, offline, publisher, tmp_path):
+    result, pedestal = offline
+    # A long interval: only the end of the run writes the files.
+    with live(publisher, tmp_path, "--pedestal", str(pedestal), "--clusters",
+              "--interval", "600") as cli:
+        publisher.wait_for_subscribers(timeout=START_TIMEOUT)
+        publisher.send_frames(run.frames[:25])
+        time.sleep(2.5)  # to process them (not observable: nothing is written before the end)
+        assert not (tmp_path / "stats.json").exists()
+        cli.signal(signal.SIGINT)
+        assert cli.wait(30) == 0, cli.output
+    assert "live: SIGINT received" in cli.output
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["frames_received"] == 25 and 0 < stats["frames_processed"] <= 25
+    assert_same_as_offline(tmp_path, result, stats["frames_processed"], 1)
+
+
+def test_duration_ends_an_open_run(run, offline, publisher, tmp_path, capsys):
+    _, pedestal = offline
+
+    def send():
+        publisher.send_frames(run.frames[:5])
+        publisher.end_acquisition()  # without --stop-at-end the run goes on
+
+    assert live_here(publisher, tmp_path, send, "--pedestal", str(pedestal), "--duration",
+                     "1.5", "--interval", "0.3") == 0
+    assert "live: 1.5 s passed" in capsys.readouterr().out
+    spectrum = xr.load_dataarray(tmp_path / "spectrum.nc")
+    assert spectrum.attrs["n_frames"] == 5
+    assert not (tmp_path / "clusters.nc").exists()
+
+
+def test_bad_options_are_refused_before_connecting(tmp_path, capsys):
+    assert main(["live", "tcp://127.0.0.1:1", "--n-dark", "10", "--out", str(tmp_path),
+                 "--n-pedestal", "20"]) == 1
+    assert "10 dark frames cannot train a pedestal of n_pedestal=20" in capsys.readouterr().err
+    assert main(["live", "tcp://127.0.0.1:1", "--n-dark", "10", "--out", str(tmp_path),
+                 "--energy-range", "0", "1005"]) == 1
+    assert "must be a positive multiple of the bin width 10" in capsys.readouterr().err

@@ -1,0 +1,235 @@
+"""Results written to disk chunk by chunk (`aare_lab.result_store`), the growing buffers and
+the staging ring behind ``find()``, and ``aare-lab find --out``.
+
+The file a run writes as it goes must equal the in-memory result; an interrupted run must
+leave a readable file of whole chunks that says it is incomplete.
+"""
+
+import threading
+from contextlib import contextmanager
+
+import h5netcdf
+import numpy as np
+import pytest
+import xarray as xr
+
+import aare_lab.parallel
+from aare_lab import FrozenFinder, Pedestal, SerialFinder, TruncationWarning
+from aare_lab.cli import main
+from aare_lab.finders._assembly import GrowingRows
+from aare_lab.gpu.feed import StagingRing
+from aare_lab.result_store import IncompleteResultWarning, ResultWriter
+from aare_lab.results import load_result, make_result
+from aare_lab.simulate import Beam, Detector, Simulator
+from aare_lab.sources import ArraySource, FrameSource
+from aare_lab.sources.base import FrameChunk
+from aare_lab.spec import FinderSpec
+
+#: Enough dark frames that no DarkFrameWarning mixes into the warnings checked here.
+N_DARK = 100
+FINDERS = {"serial": SerialFinder, "frozen": FrozenFinder}
+
+
+@pytest.fixture(scope="module")
+def run():
+    sim = Simulator(Detector(frame_shape=(40, 48)), Beam(photons_per_frame=25), seed=11)
+    return sim.dark(N_DARK), sim.frames(50)[0]
+
+
+def finder(run, name, **options):
+    dark, _ = run
+    ped = Pedestal(dark.shape[1:], N_DARK)
+    ped.push_dark(dark)
+    options.setdefault("chunk_frames", 8)
+    return FINDERS[name](ped, 4.0, (3, 3), **options)
+
+
+class FailingSource(FrameSource):
+    """An array source whose reads fail from frame ``fail_at`` on (a detector gone away)."""
+
+    def __init__(self, frames, fail_at: int, error: BaseException):
+        self._base = ArraySource(frames)
+        self.n_frames, self.frame_shape = self._base.n_frames, self._base.frame_shape
+        self.has_frame_numbers = False
+        self._fail_at, self._error = fail_at, error
+
+    def describe(self):
+        return "a failing source"
+
+    @contextmanager
+    def _reader(self):
+        with self._base._reader() as read:
+            def failing(start, stop):
+                if stop > self._fail_at:
+                    raise self._error
+                return read(start, stop)
+            yield failing
+
+
+@pytest.mark.parametrize("name", list(FINDERS))
+def test_the_file_equals_the_result_in_memory(run, name, tmp_path):
+    _, frames = run
+    path = tmp_path / "run.nc"
+    in_memory = finder(run, name).find(frames, branch_maps=[3, 17, 40], progress=False)
+    with finder(run, name).find(frames, branch_maps=[3, 17, 40], progress=False,
+                                out=path) as lazy:
+        assert lazy.sizes["cluster"] == in_memory.sizes["cluster"] > 500
+        xr.testing.assert_identical(lazy.load(), in_memory)
+    xr.testing.assert_identical(load_result(path), in_memory)
+    with xr.open_dataset(path, engine="h5netcdf") as raw:
+        assert raw.attrs["complete"] == 1 and raw.attrs["frames_written"] == len(frames)
+    with h5netcdf.File(path, "r") as f:
+        assert all(f.dimensions[d].isunlimited() for d in ("cluster", "frame", "branch_frame"))
+
+
+def test_truncation_is_reported_from_the_file_as_in_memory(run, tmp_path):
+    _, frames = run
+    cap = int(np.median(finder(run, "frozen").find(frames, progress=False)["n_found"]))
+    with pytest.warns(TruncationWarning) as memory:
+        in_memory = finder(run, "frozen", max_clusters_per_frame=cap).find(frames,
+                                                                           progress=False)
+    with pytest.warns(TruncationWarning) as disk:
+        lazy = finder(run, "frozen", max_clusters_per_frame=cap).find(
+            frames, progress=False, out=tmp_path / "capped.nc")
+    with lazy:
+        xr.testing.assert_identical(lazy.load(), in_memory)
+    over = int((in_memory["n_found"] > in_memory["n_kept"]).sum())
+    assert f"truncated {over} of {len(frames)} frames" in str(disk[0].message)
+    assert str(disk[0].message) == str(memory[0].message)
+
+
+@pytest.mark.parametrize("error", [RuntimeError("detector went away"), KeyboardInterrupt()])
+def test_an_interrupted_run_leaves_its_completed_chunks(run, tmp_path, error):
+    _, frames = run
+    path = tmp_path / "cut.nc"
+    with pytest.raises(type(error)), pytest.warns(IncompleteResultWarning, match="after 16"):
+        finder(run, "frozen").find(FailingSource(frames, 20, error), progress=False, out=path)
+    with xr.open_dataset(path, engine="h5netcdf") as raw:
+        assert raw.attrs["complete"] == 0 and raw.attrs["frames_written"] == 16
+    with pytest.warns(IncompleteResultWarning, match="16 frames completed"):
+        cut = load_result(path)
+    first = finder(run, "frozen").find(frames[:16], progress=False)
+    xr.testing.assert_identical(cut, first)
+
+
+def test_a_chunk_cut_off_half_way_is_dropped(tmp_path):
+    spec = FinderSpec("frozen", n_pedestal=10)
+
+    def result(n, k=2):
+        return make_result(spec=spec, frame_shape=(4, 5), frame_numbers=np.arange(n),
+                           n_found=np.full(n, k), n_kept=np.full(n, k),
+                           cluster_frame=np.repeat(np.arange(n), k),
+                           cluster_y=np.zeros(n * k, np.int32),
+                           cluster_x=np.zeros(n * k, np.int32),
+                           windows=np.ones((n * k, 3, 3), np.int32))
+
+    whole = result(3)
+    columns = {name: var.values for name, var in whole.variables.items()
+               if var.dims and var.dims[0] in ("cluster", "frame")}
+    path = tmp_path / "half.nc"
+    writer = ResultWriter(path, result(0))
+    writer.append(columns)
+    with pytest.raises(TypeError):
+        # Fails after the dimensions grew and some variables were written.
+        writer.append({**columns, "n_kept": np.full(3, "many")})
+    writer.close(complete=False)
+    with pytest.warns(IncompleteResultWarning):
+        xr.testing.assert_identical(load_result(path), whole)
+    with pytest.raises(ValueError, match="must give"):
+        ResultWriter(tmp_path / "other.nc", result(0)).append({"y": np.zeros(1, np.int32)})
+
+
+def test_cli_writes_the_result_as_it_goes(run, tmp_path, capsys):
+    dark, frames = run
+    np.save(tmp_path / "dark.npy", dark)
+    np.save(tmp_path / "frames.npy", frames)
+    out = tmp_path / "cli.nc"
+    code = main(["find", "--dark", str(tmp_path / "dark.npy"), "--frames",
+                 str(tmp_path / "frames.npy"), "--n-pedestal", str(N_DARK), "--n-sigma", "4",
+                 "--out", str(out), "--quiet"])
+    assert code == 0
+    want = finder(run, "frozen").find(frames, progress=False)
+    xr.testing.assert_identical(load_result(out), want)
+    assert f"{want.sizes['cluster']} clusters in {len(frames)} frames" in capsys.readouterr().out
+    with h5netcdf.File(out, "r") as f:
+        assert f.dimensions["cluster"].isunlimited() and f.attrs["complete"] == 1
+
+
+def test_growing_rows_keep_what_was_appended():
+    rows = GrowingRows(np.zeros((0, 2, 3), np.int16))
+    expected = []
+    for k, n in enumerate((0, 5, 1, 17, 3)):
+        block = np.full((n, 2, 3), k, np.int16)
+        rows.take(n)[...] = block
+        expected.append(block)
+        assert rows.capacity >= rows.size
+    np.testing.assert_array_equal(rows.data, np.concatenate(expected))
+    assert rows.capacity == 46   # 5, doubled to 10, 23 (more than double), doubled
+
+
+def test_parallel_ranges_cover_every_item_once(monkeypatch):
+    monkeypatch.setattr(aare_lab.parallel, "COPY_THREADS", 3)
+    monkeypatch.setattr(aare_lab.parallel, "PARALLEL_MIN_BYTES", 0)
+    hits = np.zeros(1000, np.int64)
+    lock = threading.Lock()
+
+    def work(a, b):
+        with lock:
+            hits[a:b] += 1
+
+    aare_lab.parallel.parallel_ranges(work, len(hits), nbytes=1)
+    np.testing.assert_array_equal(hits, 1)
+    src = np.arange(30000, dtype=np.int32).reshape(100, 300)
+    np.testing.assert_array_equal(aare_lab.parallel.parallel_copy(src), src)
+
+
+class Fence:
+    """Stands for the event of a device copy: its synchronize() is logged."""
+
+    def __init__(self, log, k):
+        self.log, self.k = log, k
+
+    def synchronize(self):
+        self.log.append(("sync", self.k))
+
+
+def chunks_of(frames, n, fail_at=None):
+    for start in range(0, len(frames), n):
+        if fail_at is not None and start >= fail_at:
+            raise OSError("read failed")
+        yield FrameChunk(np.arange(start, min(start + n, len(frames))), frames[start:start + n])
+
+
+def test_staging_ring_keeps_order_and_waits_for_each_buffer_to_be_read():
+    frames = np.arange(23 * 2 * 2, dtype=np.uint16).reshape(23, 2, 2)
+    log = []
+    n_buffers = 3
+
+    def copy(src, dst):
+        log.append(("fill", int(src.ravel()[0]) // 4 // 2))
+        dst[...] = src
+
+    ring = StagingRing([np.empty((2, 2, 2), np.uint16) for _ in range(n_buffers)], copy=copy)
+    taken = []
+    # The fence handed back for a chunk is the one of the chunk taken last.
+    for chunk in ring.stage(chunks_of(frames, 2), fence=lambda: Fence(log, len(taken) - 1)):
+        np.testing.assert_array_equal(chunk.frames, frames[chunk.numbers])
+        taken.append(chunk.numbers)
+    np.testing.assert_array_equal(np.concatenate(taken), np.arange(23))
+    # Chunk j reuses the buffer of chunk j - 3: it is filled after that chunk's fence.
+    for j in range(n_buffers, len(taken)):
+        assert log.index(("sync", j - n_buffers)) < log.index(("fill", j))
+
+
+def test_staging_ring_raises_the_source_error_in_order_and_stops_when_closed():
+    frames = np.zeros((10, 2, 2), np.uint16)
+    ring = StagingRing([np.empty((2, 2, 2), np.uint16) for _ in range(3)])
+    seen = []
+    with pytest.raises(OSError, match="read failed"):
+        for chunk in ring.stage(chunks_of(frames, 2, fail_at=6), fence=lambda: None):
+            seen.append(int(chunk.numbers[0]))
+    assert seen == [0, 2, 4]
+    staged = ring.stage(chunks_of(np.zeros((1000, 2, 2), np.uint16), 2), fence=lambda: None)
+    next(staged)
+    staged.close()
+    assert not [t for t in threading.enumerate() if t.name == "aare_lab-stage"]

@@ -1,0 +1,387 @@
+"""StreamSource and StreamPublisher over real ZeroMQ sockets on 127.0.0.1 (no receiver).
+
+Every socket binds port 0 (a free port) and every wait is bounded.
+"""
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+import zmq
+
+from aare_lab.simulate import Detector, Simulator
+from aare_lab.sources import StreamSource, StreamTimeout
+from aare_lab.sources.sls_header import END_HEADER, format_header, parse_message
+from aare_lab.streamsim import StreamPublisher
+
+SHAPE = (8, 12)
+#: The header the README of shared/tools/slsdet shows, as the real 9.2.0 receiver sent it.
+README_HEADER = (
+    b'{"jsonversion":5, "bitmode":16, "fileIndex":0, "detshape":[1, 1], "shape":[400, 400], '
+    b'"size":320000, "acqIndex":1, "frameIndex":0, "progress":0.5, "fname":"//run", "data":1, '
+    b'"completeImage":1, "frameNumber":1, "expLength":0, "packetNumber":50, "detSpec1":0, '
+    b'"timestamp":0, "modId":1234, "row":0, "column":0, "detSpec2":0, "detSpec3":0, '
+    b'"detSpec4":0, "detType":5, "version":2, "flipRows":0, "quad":0, '
+    b'"rx_roi":[0, 399, 0, 399]}\n')
+
+
+def frames_of(n, shape=SHAPE, seed=0):
+    return np.random.default_rng(seed).integers(0, 4000, (n, *shape), dtype=np.uint16)
+
+
+def collect(source, with_headers=False):
+    chunks = list(source.chunks(with_headers=with_headers))
+    if with_headers:
+        chunks, headers = zip(*chunks) if chunks else ((), ())
+        return (np.concatenate([c.numbers for c in chunks]),
+                np.concatenate([c.frames for c in chunks]), [h for part in headers for h in part])
+    if not chunks:
+        return np.zeros(0, np.int64), np.zeros((0, *SHAPE), np.uint16)
+    return np.concatenate([c.numbers for c in chunks]), np.concatenate([c.frames for c in chunks])
+
+
+class RawPub:
+    """A bare PUB socket, for messages the publisher would never send."""
+
+    def __init__(self, n=1):
+        self.context = zmq.Context()
+        self.sockets = [self.context.socket(zmq.XPUB) for _ in range(n)]
+        self.endpoints = []
+        for socket in self.sockets:
+            socket.setsockopt(zmq.XPUB_VERBOSE, 1)  # every subscriber's subscription
+            socket.bind("tcp://127.0.0.1:0")
+            self.endpoints.append(socket.getsockopt(zmq.LAST_ENDPOINT).decode())
+
+    def wait(self):
+        for socket in self.sockets:
+            assert socket.poll(5000), "no subscriber"
+            socket.recv()
+
+    def part(self, number, image, *, socket=0, rows=1, row=0, complete=True, **header):
+        text = format_header(frame_number=number, frame_index=number - 1,
+                             shape=image.shape, detshape=(rows, 1), row=row,
+                             complete=complete, **header)
+        self.sockets[socket].send_multipart([text, image])
+
+    def send(self, *parts, socket=0):
+        self.sockets[socket].send_multipart(list(parts))
+
+    def end(self, socket=0):
+        self.sockets[socket].send(END_HEADER)
+
+    def close(self):
+        for socket in self.sockets:
+            socket.close(linger=0)
+        self.context.term()
+
+
+@pytest.fixture
+def raw():
+    pub = RawPub()
+    yield pub
+    pub.close()
+
+
+def test_the_receivers_header_and_end_message_parse():
+    image = np.arange(400 * 400, dtype="<u2").tobytes()
+    part = parse_message([README_HEADER, image])
+    assert part.number == 1 and part.position == (0, 0) and part.complete
+    assert part.image.shape == (400, 400) and part.image[1, 0] == 400
+    assert part.header["modId"] == 1234
+    assert parse_message([END_HEADER]) is None
+    # jsonversion 4 (slsDetectorPackage 6.x) names detSpec1..4 differently, has no rx_roi
+    v4 = (README_HEADER.replace(b'"jsonversion":5', b'"jsonversion":4')
+          .replace(b'"detSpec1"', b'"bunchId"').replace(b'"detSpec2"', b'"reserved"')
+          .replace(b'"detSpec3"', b'"debug"').replace(b'"detSpec4"', b'"roundRNumber"')
+          .replace(b', "rx_roi":[0, 399, 0, 399]', b''))
+    assert parse_message([v4, image]).header["bunchId"] == 0
+    # The writer gives the same bytes as the receiver for the same values.
+    assert format_header(frame_number=1, frame_index=0, shape=(400, 400), progress=0.5,
+                         packets=50, mod_id=1234) == README_HEADER
+
+
+def test_published_frames_arrive_identical_with_headers():
+    frames = frames_of(150)
+    with StreamPublisher("tcp://127.0.0.1:0", total_frames=150) as pub, \
+            StreamSource(pub.endpoints, chunk_frames=64) as source:
+        pub.wait_for_subscribers()
+        pub.send_frames(frames)
+        pub.end_acquisition()
+        numbers, got, headers = collect(source, with_headers=True)
+        assert source.frame_shape == SHAPE
+        stats = source.stats
+    assert numbers.tolist() == list(range(1, 151))
+    assert numbers.dtype == np.int64 and got.dtype == np.uint16
+    np.testing.assert_array_equal(got, frames)
+    assert [h[0]["frameNumber"] for h in headers] == list(range(1, 151))
+    assert headers[-1][0]["progress"] == 100
+    assert stats.as_dict() == dict(frames_received=150, frames_processed=0, frames_lost=0,
+                                   frames_incomplete=0, frames_dropped=0, messages_malformed=0)
+    assert (stats.frames_yielded, stats.acquisitions, stats.acquisitions_ended) == (150, 1, 1)
+
+
+def test_two_interfaces_are_assembled_by_row():
+    frames = frames_of(40)
+    with StreamPublisher("tcp://127.0.0.1:0", interfaces=2) as pub, \
+            StreamSource(pub.endpoints, chunk_frames=16) as source:
+        pub.wait_for_subscribers()
+        pub.send_frames(frames)
+        pub.end_acquisition()
+        _, got, headers = collect(source, with_headers=True)
+    np.testing.assert_array_equal(got, frames)
+    assert [(h["row"], h["detshape"]) for h in headers[0]] == [(0, [1, 2]), (1, [1, 2])]
+
+
+def test_bad_messages_are_counted_and_skipped(raw):
+    good = frames_of(3)
+    with StreamSource(raw.endpoints, chunk_frames=8) as source:
+        raw.wait()
+        raw.part(1, good[0])
+        header = format_header(frame_number=2, frame_index=1, shape=SHAPE)
+        bad = [
+            [b"{not json", good[1]],                                   # malformed JSON
+            [header[:40], good[1]],                                    # truncated header
+            [header],                                                  # no data part
+            [header, good[1][:4]],                                     # data part too short
+            [header, good[1], good[1]],                                # one part too many
+            [header.replace(b'"bitmode":16', b'"bitmode":32'), good[1]],
+            [header.replace(b'"jsonversion":5', b'"jsonversion":3'), good[1]],
+            [header.replace(b'"detType":5', b'"detType":3'), good[1]],  # another detector
+            [format_header(frame_number=2, frame_index=1, shape=(4, 6)),
+             good[1][:4, :6].copy()],                                  # another shape
+            [header.replace(b'"frameNumber":2', b'"frameNumber":-2'), good[1]],
+            [b"[1, 2]", good[1]],
+        ]
+        for message in bad:
+            raw.send(*message)
+        raw.part(2, good[1])
+        raw.part(3, good[2])
+        raw.end()
+        numbers, got = collect(source)
+        stats = source.stats
+    assert numbers.tolist() == [1, 2, 3]
+    np.testing.assert_array_equal(got, good)
+    assert stats.messages_malformed == len(bad)
+    assert "not a JSON object" in stats.last_malformed
+    assert (stats.frames_received, stats.frames_lost) == (3, 0)
+
+
+def test_gaps_are_lost_frames_and_padded_frames_incomplete(raw):
+    frames = frames_of(7)
+    padded = frames[3].copy()
+    padded[2:4] = 0xFFFF  # what the receiver writes for a missing packet
+    with StreamSource(raw.endpoints) as skip, \
+            StreamSource(raw.endpoints, incomplete="mask") as mask:
+        raw.wait()
+        raw.wait()
+        for number in (1, 2, 3, 5, 6):
+            raw.part(number, frames[number])
+        raw.end()
+        raw.part(1, frames[1])
+        raw.part(2, padded, complete=False)
+        raw.part(4, frames[4])
+        raw.end()
+        first = [collect(s) for s in (skip, mask)]
+        second = [collect(s) for s in (skip, mask)]
+        stats = skip.stats, mask.stats
+    for numbers, _ in first:
+        assert numbers.tolist() == [1, 2, 3, 5, 6]
+    assert second[0][0].tolist() == [1, 4]
+    assert second[1][0].tolist() == [1, 2, 4]
+    masked = second[1][1][1]
+    np.testing.assert_array_equal(masked[2:4], 0)
+    np.testing.assert_array_equal(masked[:2], frames[3][:2])
+    np.testing.assert_array_equal(masked[4:], frames[3][4:])
+    for s in stats:
+        # frame 4 of the first acquisition and 3 of the second never came
+        assert (s.frames_lost, s.frames_incomplete, s.frames_received) == (2, 1, 8)
+        assert (s.acquisitions, s.acquisitions_ended) == (2, 2)
+
+
+def test_a_missing_part_is_given_up_when_the_other_socket_moves_on():
+    frames = frames_of(4, (8, 12))
+    pub = RawPub(2)
+    try:
+        with StreamSource(pub.endpoints, assemble_timeout=30) as source:
+            pub.wait()
+            started = time.monotonic()
+            for number in (1, 2, 3):
+                for row in (0, 1):
+                    if (number, row) != (2, 1):
+                        pub.part(number, frames[number, row * 4:(row + 1) * 4], socket=row,
+                                 rows=2, row=row)
+            pub.end(0)
+            pub.end(1)
+            numbers, got = collect(source)
+            elapsed = time.monotonic() - started
+            stats = source.stats
+    finally:
+        pub.close()
+    assert numbers.tolist() == [1, 3]
+    np.testing.assert_array_equal(got, frames[[1, 3]])
+    assert (stats.frames_incomplete, stats.frames_lost) == (1, 0)
+    assert elapsed < 5  # far below assemble_timeout: no waiting for what cannot come
+
+
+def test_a_silent_socket_costs_one_timeout_and_is_masked():
+    frames = frames_of(3)
+    pub = RawPub(2)
+    try:
+        with StreamSource(pub.endpoints, assemble_timeout=0.3, incomplete="mask") as source:
+            pub.wait()
+            for number in (1, 2):
+                pub.part(number, frames[number, :4], rows=2)
+            pub.end(0)
+            numbers, got = collect(source)
+            stats = source.stats
+    finally:
+        pub.close()
+    assert numbers.tolist() == [1, 2]
+    np.testing.assert_array_equal(got[:, :4], frames[1:, :4])
+    np.testing.assert_array_equal(got[:, 4:], 0)
+    assert (stats.frames_incomplete, stats.acquisitions_ended) == (2, 1)
+
+
+def test_a_repeated_end_message_ends_the_acquisition_once():
+    frames = frames_of(10)
+    with StreamPublisher("tcp://127.0.0.1:0") as pub, \
+            StreamSource(pub.endpoints, receive_timeout=1) as source:
+        pub.wait_for_subscribers()
+        pub.send_frames(frames[:5])
+        for _ in range(3):
+            pub.end_acquisition()
+        pub.send_frames(frames[5:])
+        pub.end_acquisition()
+        pub.end_acquisition()
+        first = collect(source)
+        second = collect(source)
+        third = collect(source)  # nothing more: ends after receive_timeout
+        stats = source.stats
+    assert first[0].tolist() == [1, 2, 3, 4, 5]
+    assert second[0].tolist() == [1, 2, 3, 4, 5]
+    np.testing.assert_array_equal(second[1], frames[5:])
+    assert third[0].size == 0
+    assert (stats.acquisitions, stats.acquisitions_ended, stats.end_messages) == (2, 2, 5)
+    assert stats.frames_lost == 0
+
+
+def test_a_restarted_publisher_is_a_new_acquisition_not_lost_frames():
+    frames = frames_of(30)
+    with StreamPublisher("tcp://127.0.0.1:0") as pub:
+        endpoint = pub.endpoints[0]
+        source = StreamSource(endpoint)
+        pub.wait_for_subscribers()
+        pub.send_frames(frames[:20], numbers=range(1001, 1021))
+    # gone without an end message; the same port comes back, numbering from 1
+    with source, StreamPublisher(endpoint) as again:
+        again.wait_for_subscribers()
+        again.send_frames(frames[20:])
+        again.end_acquisition()
+        numbers, got = collect(source)
+        stats = source.stats
+    assert numbers.tolist() == [*range(1001, 1021), *range(1, 11)]
+    np.testing.assert_array_equal(got, frames)
+    assert (stats.frames_lost, stats.acquisitions, stats.acquisitions_ended) == (0, 2, 1)
+
+
+def test_a_slow_consumer_drops_whole_chunks_with_bounded_memory():
+    shape = (100, 100)
+    frames = frames_of(50, shape)
+    sent = 3000
+    with StreamPublisher("tcp://127.0.0.1:0", hwm=10**6) as pub, \
+            StreamSource(pub.endpoints, chunk_frames=16, queue_chunks=4) as source:
+        pub.wait_for_subscribers()
+        pub.start(frames, 3000, n_frames=sent)
+        tracemalloc.start()
+        numbers = []
+        for chunk in source.chunks():
+            numbers.append(chunk.numbers)
+            time.sleep(0.1)  # a finder far slower than the stream
+            source.mark_processed(len(chunk.numbers))
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        stats = source.stats
+    numbers = np.concatenate(numbers)
+    assert (np.diff(numbers) > 0).all()
+    assert stats.frames_dropped > sent / 2
+    assert stats.frames_received + stats.frames_lost == sent
+    assert stats.frames_yielded + stats.frames_dropped == stats.frames_received
+    assert stats.frames_processed == stats.frames_yielded == numbers.size
+    # 60 MB went through; what was held at once is a few chunks of 16 frames (20 kB each)
+    assert peak < 4e6, peak
+
+
+def test_close_is_prompt_and_waiting_for_a_shape_times_out():
+    with zmq.Context() as context, context.socket(zmq.PUB) as silent:
+        silent.bind("tcp://127.0.0.1:0")
+        endpoint = silent.getsockopt(zmq.LAST_ENDPOINT).decode()
+        source = StreamSource(endpoint, receive_timeout=0.3)
+        started = time.monotonic()
+        with pytest.raises(StreamTimeout, match="no usable frame header"):
+            _ = source.frame_shape
+        assert list(source.chunks()) == []
+        assert time.monotonic() - started < 3
+        waiting = StreamSource(endpoint)
+        done = threading.Event()
+        threading.Thread(target=lambda: (list(waiting.chunks()), done.set()),
+                         daemon=True).start()
+        time.sleep(0.1)
+        started = time.monotonic()
+        waiting.close()
+        assert done.wait(2) and time.monotonic() - started < 1
+        source.close()
+        source.close()
+        with pytest.raises(ValueError, match="closed"):
+            source.chunks()
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(ValueError, match="incomplete"):
+        StreamSource("tcp://127.0.0.1:1", incomplete="pad")
+    with pytest.raises(ValueError, match="endpoints"):
+        StreamSource([])
+    with pytest.raises(ValueError, match="cannot connect"):
+        StreamSource("nonsense://x")
+    with pytest.raises(ValueError, match="assemble_timeout"):
+        StreamSource("tcp://127.0.0.1:1", assemble_timeout=0)
+
+
+def test_stream_sim_sends_the_simulated_run_and_ends_it_on_ctrl_c():
+    with zmq.Context() as context, context.socket(zmq.PUB) as probe:
+        probe.bind("tcp://127.0.0.1:0")
+        endpoint = probe.getsockopt(zmq.LAST_ENDPOINT).decode()
+    # The subscriber connects first and retries until the publisher binds.
+    source = StreamSource(endpoint, frame_shape=(400, 400), receive_timeout=60)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "aare_lab.cli", "stream-sim", "--endpoint", endpoint,
+         "--frames", "1000", "--n-dark", "4", "--bank", "6", "--rate", "25", "--seed", "3"],
+        stdout=subprocess.PIPE, text=True)
+    chunks = []
+    try:
+        with source:
+            for chunk in source.chunks(with_headers=True):
+                chunks.append(chunk)
+                if sum(len(c.numbers) for c, _ in chunks) >= 12 and process.poll() is None:
+                    process.send_signal(signal.SIGINT)
+            stats = source.stats
+    finally:
+        out = process.communicate(timeout=60)[0]
+    assert process.returncode == 0, out
+    assert "publishing on" in out and "stopped:" in out
+    assert stats.acquisitions_ended == 1  # the end message came after Ctrl-C
+    numbers = np.concatenate([c.numbers for c, _ in chunks])
+    assert 12 <= numbers.size < 1004
+    # The first frames may go out before the subscription reaches the publisher.
+    assert numbers.tolist() == list(range(numbers[0], numbers[-1] + 1))
+    sim = Simulator(Detector(frame_shape=(400, 400)), seed=3)
+    dark, data = sim.dark(4), sim.frames(6)[0]
+    expected = [dark[n - 1] if n <= 4 else data[(n - 5) % 6] for n in numbers.tolist()]
+    np.testing.assert_array_equal(np.concatenate([c.frames for c, _ in chunks]), expected)
+    headers = [h for _, part in chunks for h in part]
+    assert headers[0][0]["progress"] == pytest.approx(100 * numbers[0] / 1004, rel=1e-5)
+    assert {h[0]["detType"] for h in headers} == {5}
