@@ -7,12 +7,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ..finders import get_finder
 from ..jungfrau import JungfrauCalibration
 from ..pipeline import check_frame_shapes, train_pedestal
 from ..results import truncated_frames
 from ..sources import open_source, split_dark
-from .options import add_finder_options, finder_spec, load_pedestal, positive_int
+from .options import (
+    add_finder_options,
+    finder_options,
+    finder_spec,
+    load_pedestal,
+    positive_int,
+)
 
 
 def register(subparsers) -> None:
@@ -33,14 +38,11 @@ def register(subparsers) -> None:
     parser.add_argument("--save-pedestal", type=Path, metavar="FILE",
                         help="write the pedestal as trained, before the data frames move "
                              "it, for later runs' --pedestal (.nc)")
-    parser.add_argument("--finder", default="frozen", help="serial, frozen"
-                        " (cuda where a GPU is available); default frozen")
     add_finder_options(parser)
     parser.add_argument("--calibration", type=Path, metavar="FILE",
                         help="a JUNGFRAU calibration (.nc, JungfrauCalibration.save): the "
                              "frames are raw with gain bits, the dark frames all G0, and "
                              "windows (float32) and energies are in keV")
-    parser.add_argument("--threads", type=positive_int, help="threads of the frozen finder")
     parser.add_argument("--branch-maps", nargs="?", const="all", metavar="FRAMES",
                         help="store branch maps: all frames, or comma-separated frame numbers")
     parser.add_argument("--out", required=True, type=Path, help="result file (.nc)")
@@ -65,9 +67,6 @@ def run(args: argparse.Namespace) -> int:
     if args.calibration is not None:
         spec = spec.replace(calibration=JungfrauCalibration.load(args.calibration),
                             window_dtype="float32")
-    get_finder(spec.finder).require_available()
-    if args.threads is not None and args.finder != "frozen":
-        raise ValueError("--threads applies to the frozen finder only")
     if sum(option is not None for option in (args.dark, args.n_dark, args.pedestal)) != 1:
         raise ValueError("give exactly one of --dark FILE, --n-dark K or --pedestal FILE")
     if args.out.suffix != ".nc":
@@ -88,10 +87,8 @@ def run(args: argparse.Namespace) -> int:
     if args.save_pedestal is not None:
         args.save_pedestal.parent.mkdir(parents=True, exist_ok=True)
         pedestal.save(args.save_pedestal)
-    options = {"on_truncation": args.on_truncation}
-    if args.threads is not None:
-        options["threads"] = args.threads
-    finder = spec.make_finder(pedestal, **options)
+    finder = spec.make_finder(pedestal, on_truncation=args.on_truncation,
+                              **finder_options(args))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     # Written chunk by chunk as found: memory stays flat, and an interrupted run leaves
     # the chunks done so far (marked complete=0, with a warning on stderr).

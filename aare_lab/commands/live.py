@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..finders import get_finder
 from ..live import LiveRun, fixed_edges
 from .options import (
     add_finder_options,
+    finder_options,
     finder_spec,
     load_pedestal,
     positive_float,
@@ -37,10 +37,7 @@ def register(subparsers) -> None:
     dark.add_argument("--pedestal", type=Path, metavar="FILE",
                       help="a trained pedestal (aare-lab find --save-pedestal); it brings "
                            "its own N, dtype and noise mode")
-    parser.add_argument("--finder", default="frozen", help="serial, frozen"
-                        " (cuda where a GPU is available); default frozen")
     add_finder_options(parser)
-    parser.add_argument("--threads", type=positive_int, help="threads of the frozen finder")
     parser.add_argument("--out", required=True, type=Path, metavar="DIR",
                         help="folder for spectrum.nc, stats.json (and clusters.nc)")
     parser.add_argument("--stop-at-end", action="store_true",
@@ -73,14 +70,11 @@ def run(args: argparse.Namespace) -> int:
     from ..sources.sls_stream import StreamSource
 
     spec = finder_spec(args)
-    get_finder(spec.finder).require_available()
-    if args.threads is not None and args.finder != "frozen":
-        raise ValueError("--threads applies to the frozen finder only")
     edges = fixed_edges(*args.energy_range, args.bin_width)
     pedestal = None
     if args.pedestal is not None:
         pedestal, spec = load_pedestal(args.pedestal, spec)
-    options = {} if args.threads is None else {"threads": args.threads}
+    options = finder_options(args)
     chunk_frames = 512 if spec.finder == "cuda" else 64
     with StreamSource(args.endpoints, chunk_frames=chunk_frames,
                       queue_chunks=args.queue_chunks, incomplete=args.incomplete,

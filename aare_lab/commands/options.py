@@ -6,6 +6,7 @@ import argparse
 
 from .. import checks
 from ..common_mode import PRESETS, load_label_map
+from ..finders import get_finder
 from ..params import parse_cluster_size
 from ..pedestal import NOISE_MODES, PEDESTAL_DTYPES, Pedestal
 from ..spec import FinderSpec
@@ -58,6 +59,9 @@ def common_mode(text: str):
 def add_finder_options(parser: argparse.ArgumentParser) -> None:
     """Options of the finder and its pedestal."""
     group = parser.add_argument_group("finder")
+    group.add_argument("--finder", default="frozen",
+                       help="serial, frozen (cuda where a GPU is available); default frozen")
+    group.add_argument("--threads", type=positive_int, help="threads of the frozen finder")
     group.add_argument("--n-sigma", type=positive_float, default=5.0,
                        help="threshold in units of the pixel noise (default 5)")
     group.add_argument("--cluster-size", type=cluster_size, default=(3, 3), metavar="NYxNX",
@@ -80,10 +84,27 @@ def add_finder_options(parser: argparse.ArgumentParser) -> None:
 
 
 def finder_spec(args: argparse.Namespace) -> FinderSpec:
-    """The `FinderSpec` of the parsed `add_finder_options` (and ``--finder``)."""
-    return FinderSpec(args.finder, args.n_sigma, args.cluster_size, args.pedestal_dtype,
+    """The `FinderSpec` of the parsed `add_finder_options`.
+
+    Raises
+    ------
+    ValueError
+        For ``--threads`` with another finder than frozen.
+    GpuUnavailable
+        For ``--finder cuda`` without a usable GPU, before any frame is read.
+    """
+    if args.threads is not None and args.finder != "frozen":
+        raise ValueError("--threads applies to the frozen finder only")
+    spec = FinderSpec(args.finder, args.n_sigma, args.cluster_size, args.pedestal_dtype,
                       args.noise, args.cap, n_pedestal=args.n_pedestal,
                       common_mode=args.common_mode)
+    get_finder(spec.finder).require_available()
+    return spec
+
+
+def finder_options(args: argparse.Namespace) -> dict:
+    """The options of `add_finder_options` that `FinderSpec.make_finder` takes."""
+    return {} if args.threads is None else {"threads": args.threads}
 
 
 def load_pedestal(path, spec: FinderSpec) -> tuple[Pedestal, FinderSpec]:
