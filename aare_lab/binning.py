@@ -2,7 +2,9 @@
 
 Energies of integer windows are integers, so edges at ``k - 0.5`` with an integer width put
 the same number of possible values in every bin; numpy's equal bins over the data range do
-not, and its last bin, closed on the right, collects one value more (a spike).
+not, and its last bin, closed on the right, collects one value more (a spike). Energies in
+keV (a JUNGFRAU calibration, docs/algorithm.md) are not whole numbers of anything: they get
+equal bins over the data (``integer=False``), whose widths need not be whole.
 """
 
 from __future__ import annotations
@@ -39,32 +41,60 @@ def integer_edges(low: float, high: float, width: int = 1) -> np.ndarray:
     return first + int(width) * np.arange(n + 1, dtype=float)
 
 
-def data_edges(energies: Sequence[np.ndarray], bins: int = DEFAULT_BINS,
-               width: int | None = None) -> np.ndarray:
-    """Integer-aligned edges over every energy of several spectra.
-
-    Parameters
-    ----------
-    energies
-        The energies of each spectrum (ADU).
-    bins
-        The most bins: the width is the smallest whole number of ADU that covers the data
-        in ``bins`` bins.
-    width
-        The bin width instead (ADU).
+def width_edges(low: float, high: float, width: float) -> np.ndarray:
+    """Edges ``width`` apart from ``low``, the last above ``high`` (any positive width).
 
     Returns
     -------
     numpy.ndarray
-        Edges that hold every energy, one bin ``[-0.5, 0.5)`` when there is none.
+        Edges with ``edges[0] == low`` and ``edges[-1] > high``.
     """
+    if isinstance(width, bool) or not (np.isfinite(width) and width > 0):
+        raise ValueError(f"the bin width must be a finite number > 0, got {width!r}")
+    if not (np.isfinite(low) and np.isfinite(high) and low <= high):
+        raise ValueError(f"need finite low <= high, got ({low!r}, {high!r})")
+    n = int(np.floor((high - low) / width)) + 1
+    return low + width * np.arange(n + 1, dtype=float)
+
+
+def data_edges(energies: Sequence[np.ndarray], bins: int = DEFAULT_BINS,
+               width: float | None = None, *, integer: bool = True) -> np.ndarray:
+    """Edges over every energy of several spectra.
+
+    Parameters
+    ----------
+    energies
+        The energies of each spectrum (ADU, or keV with ``integer`` False).
+    bins
+        The most bins: integer-aligned, the width the smallest whole number of ADU that
+        covers the data in ``bins`` bins; with ``integer`` False exactly ``bins`` equal
+        bins from the lowest to the highest energy (as `numpy.histogram`).
+    width
+        The bin width instead: a whole number of ADU, or with ``integer`` False any
+        positive width from the lowest energy.
+    integer
+        Integer-aligned edges (energies in ADU); False for energies in keV.
+
+    Returns
+    -------
+    numpy.ndarray
+        Edges that hold every energy; without any, edges from -0.5 that hold 0 (one bin
+        ``[-0.5, 0.5)`` without a width).
+    """
+    if width is None and (isinstance(bins, bool) or int(bins) != bins or bins < 1):
+        raise ValueError(f"bins must be a positive number of bins, got {bins!r}")
     values = [np.asarray(e) for e in energies if np.size(e)]
     if not values:
-        return integer_edges(0.0, 0.0, width or 1)
+        return integer_edges(0.0, 0.0, width or 1) if integer else \
+            width_edges(-0.5, 0.0, width or 1.0)
     low, high = min(float(v.min()) for v in values), max(float(v.max()) for v in values)
+    if not integer:
+        if width is not None:
+            return width_edges(low, high, width)
+        return np.histogram_bin_edges(np.empty(0), bins=int(bins),
+                                      range=(low, high) if high > low else (low - 0.5,
+                                                                            low + 0.5))
     if width is None:
-        if isinstance(bins, bool) or int(bins) != bins or bins < 1:
-            raise ValueError(f"bins must be a positive number of bins, got {bins!r}")
         span = np.floor(high + 0.5) - np.floor(low + 0.5) + 1
         width = max(1, int(np.ceil(span / int(bins))))
     return integer_edges(low, high, width)
@@ -72,20 +102,23 @@ def data_edges(energies: Sequence[np.ndarray], bins: int = DEFAULT_BINS,
 
 def edges_for(energies: Sequence[np.ndarray], bins: int | np.ndarray = DEFAULT_BINS,
               range: tuple[float, float] | None = None,
-              width: int | None = None) -> np.ndarray:
+              width: float | None = None, *, integer: bool = True) -> np.ndarray:
     """The edges that `aare_lab.results.spectrum` and `aare_lab.spectra.spectra` use.
 
     Parameters
     ----------
     energies
-        The energies to bin (ADU), one array per spectrum.
+        The energies to bin, one array per spectrum.
     bins
         Edges, or a number of bins: equal bins over ``range`` as `numpy.histogram` makes
-        them, or without ``range`` integer-aligned bins over all the data (`data_edges`).
+        them, or without ``range`` bins over all the data (`data_edges`).
     range
-        ``(low, high)`` (ADU).
+        ``(low, high)``, in the energies' units.
     width
-        An integer bin width (ADU), over ``range`` or the data, instead of ``bins``.
+        A bin width, over ``range`` or the data, instead of ``bins``: a whole number of
+        ADU, or with ``integer`` False any positive width (from ``range[0]`` or the data).
+    integer
+        Energies in ADU (integer-aligned bins); False for keV (`data_edges`).
 
     Returns
     -------
@@ -96,11 +129,12 @@ def edges_for(energies: Sequence[np.ndarray], bins: int | np.ndarray = DEFAULT_B
             raise ValueError("give bin edges, or a number of bins or a width with a range")
         return np.asarray(bins, float)
     if width is not None:
-        return integer_edges(*range, width) if range is not None else data_edges(energies,
-                                                                                  width=width)
+        if range is None:
+            return data_edges(energies, width=width, integer=integer)
+        return integer_edges(*range, width) if integer else width_edges(*range, width)
     if range is not None:
         return np.histogram_bin_edges(np.empty(0), bins=int(bins), range=range)
-    return data_edges(energies, bins)
+    return data_edges(energies, bins, integer=integer)
 
 
 def count(energies: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, int, int]:

@@ -8,6 +8,10 @@ the arithmetic of docs/algorithm.md in the pedestal dtype: the frozen model read
 frame-start state; the serial model reads, for the window pixels scanned before the site
 (rows above it, and its own row to its left), the state after their QUIET_UPDATE in this
 frame if they had one. The recomputed branch therefore equals the finder's.
+
+A calibrated finder (docs/algorithm.md, "JUNGFRAU gain switching") is replayed with its
+calibration and its numbers recomputed in keV: the taps' values ``v``, the threshold and the
+tests are in keV, the pedestal's ``mean`` and ``rms`` stay in ADU.
 """
 
 from __future__ import annotations
@@ -18,13 +22,16 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
+from ._arith import G0
 from .branches import Branch, cf_flag_attrs
+from .finders._gain import FLAGGED, pixel_status
+from .jungfrau import ADC_MASK, JungfrauCalibration
 from .labels import as_labelled
 from .params import format_cluster_size
 from .pedestal import Pedestal
 from .pipeline import train_pedestal
 from .sources import open_source
-from .spec import FinderSpec
+from .spec import CALIBRATION_ATTR, FinderSpec
 
 TESTS = ("neg_skip", "test1", "local_max", "test3")
 TEST_TITLES = {"neg_skip": "NEG_SKIP", "test1": "Test 1", "local_max": "local max",
@@ -99,8 +106,14 @@ def _site_numbers(frame: np.ndarray, state: dict, codes: np.ndarray, config: Fin
     """Recompute the decision at ``(y, x)`` in the pedestal dtype, as the finder reads it.
 
     ``offsets`` are the frame's common-mode offsets per region (None without common mode).
+    With a calibration the values and threshold are in keV, the calibration cast to the
+    pedestal dtype as the finder casts it.
     """
     t = pedestal.dtype.type
+    calibrated = config.calibration is not None
+    if calibrated:
+        cal_ped = config.calibration.pedestal.astype(pedestal.dtype)
+        cal_gain = config.calibration.gain.astype(pedestal.dtype)
     n_, nsig = pedestal.N, t(config.n_sigma)
     cy, cx = config.cluster_size
     ry, rx = cy // 2, cx // 2
@@ -117,12 +130,16 @@ def _site_numbers(frame: np.ndarray, state: dict, codes: np.ndarray, config: Fin
             yy, xx = y - ry + a, x - rx + b
             if not (0 <= yy < ny and 0 <= xx < nx):
                 continue
-            xt, off = t(frame[yy, xx]), state["off"][yy, xx]
+            raw = frame[yy, xx]
+            status = pixel_status(raw, cal_gain, yy, xx) if calibrated else G0
+            xt, off = t(raw & ADC_MASK if calibrated else raw), state["off"][yy, xx]
             s, s2 = state["s"][yy, xx], state["s2"][yy, xx]
             yv = xt - off
-            if labels is not None and labels[yy, xx] >= 0:
+            # The common mode corrects G0 values only; other stages are outside its estimate.
+            if labels is not None and labels[yy, xx] >= 0 and status == G0:
                 yv = yv - offsets[labels[yy, xx]]
-            if serial and (a, b) < (ry, rx) and codes[yy, xx] == Branch.QUIET_UPDATE:
+            if serial and (a, b) < (ry, rx) and codes[yy, xx] == Branch.QUIET_UPDATE \
+                    and status == G0:
                 # update_pixel then refresh_value of the serial finder, in the same order.
                 s = s + (yv - s / n_)
                 s2 = s2 + (yv * yv - s2 / n_)
@@ -132,10 +149,18 @@ def _site_numbers(frame: np.ndarray, state: dict, codes: np.ndarray, config: Fin
             var = s2 / n_ - resid * resid
             sigma = state["rms_fixed"][yy, xx] if pedestal.noise == "fixed" else (
                 np.sqrt(var) if var > 0 else t(0))
+            if status == FLAGGED:
+                val = t(0)
+            elif status != G0:
+                val = (xt - cal_ped[status, yy, xx]) / cal_gain[status, yy, xx]
+            elif calibrated:
+                val = val / cal_gain[0, yy, xx]
             mean[a, b], rms[a, b], v[a, b] = off + resid, sigma, val
             values.append(((a, b), val))
     vp = t(v[ry, rx])
     thr = nsig * t(rms[ry, rx])
+    if calibrated:
+        thr = thr / cal_gain[0, y, x]
     tot = t(0)
     for _, val in values:  # raster order, from 0, as the finders sum
         tot = tot + val
@@ -151,6 +176,8 @@ def _site_numbers(frame: np.ndarray, state: dict, codes: np.ndarray, config: Fin
         code = Branch.TEST3_STORE if vp == m else Branch.TEST3_SKIP
     else:
         code = Branch.QUIET_UPDATE
+    if calibrated and pixel_status(frame[y, x], cal_gain, y, x) == FLAGGED:
+        code = Branch.NEG_SKIP
     operands = {"neg_skip": (vp, -thr, vp < -thr), "test1": (m, thr, m > thr),
                 "local_max": (vp, max_others, vp >= max_others),
                 "test3": (tot, c3_thr, tot > c3_thr)}
@@ -208,11 +235,14 @@ def _build(frame_number: int, y: int, x: int, frame: np.ndarray, labels: list[st
         return np.array([[n["tests"][t][key] for t in TESTS] for n in numbers])
 
     win, fin, ft = ("wy", "wx"), ("finder", "wy", "wx"), ("finder", "test")
+    units = configs[0].units
+    raw_attrs = {"units": "ADU"} if units == "ADU" else {
+        "long_name": "raw JUNGFRAU value (gain bits and ADC value)"}
     data = xr.Dataset(
-        {"raw": (win, raw.astype(np.int64), {"units": "ADU"}), "inside": (win, inside),
+        {"raw": (win, raw.astype(np.int64), raw_attrs), "inside": (win, inside),
          "mean": (fin, stack("mean"), {"units": "ADU"}),
          "rms": (fin, stack("rms"), {"units": "ADU"}),
-         "v": (fin, stack("v"), {"units": "ADU", "long_name": "pedestal-subtracted value"}),
+         "v": (fin, stack("v"), {"units": units, "long_name": "pedestal-subtracted value"}),
          "updated": (fin, stack("updated")),
          **{k: ("finder", np.array([n[k] for n in numbers]))
             for k in ("thr", "c3", "c3_thr", "m", "tot", "max_others", "common_mode",
@@ -229,7 +259,7 @@ def _build(frame_number: int, y: int, x: int, frame: np.ndarray, labels: list[st
         coords={"finder": labels, "test": list(TESTS),
                 "wy": np.arange(-ry, ry + 1), "wx": np.arange(-rx, rx + 1)},
         attrs={"frame": frame_number, "y": y, "x": x,
-               "cluster_size": format_cluster_size((cy, cx))},
+               "cluster_size": format_cluster_size((cy, cx)), "units": units},
     )
     deciding = _deciding(numbers)
     reasons = []
@@ -260,10 +290,11 @@ def _starting_pedestals(configs: list[FinderSpec], dark, pedestal) -> list[Pedes
         for c in configs:
             if c.n_pedestal is None:
                 raise ValueError(f"n_pedestal is needed to train the {c.finder} pedestal")
-            key = (c.n_pedestal, c.pedestal_dtype, c.noise)
+            g0_only = c.calibration is not None
+            key = (c.n_pedestal, c.pedestal_dtype, c.noise, g0_only)
             if key not in trained:
                 trained[key] = train_pedestal(dark, c.n_pedestal, dtype=c.pedestal_dtype,
-                                              noise=c.noise, progress=False)
+                                              noise=c.noise, progress=False, g0_only=g0_only)
             out.append(trained[key])
         return out
     pedestals = [pedestal] * len(configs) if isinstance(pedestal, Pedestal) else list(pedestal)
@@ -283,6 +314,7 @@ def explain_sites(frames, sites: Sequence[tuple[int, int, int]],
                   | Sequence[xr.Dataset | FinderSpec], *, dark=None,
                   pedestal: Pedestal | Sequence[Pedestal] | None = None,
                   labels: Sequence[str] | None = None,
+                  calibration: JungfrauCalibration | None = None,
                   chunk_frames: int = 64) -> list[Explanation]:
     """Explain several sites with one replay of each finder.
 
@@ -302,6 +334,9 @@ def explain_sites(frames, sites: Sequence[tuple[int, int, int]],
         never advanced.
     labels
         Names of the finders (default: `aare_lab.labels.result_labels`).
+    calibration
+        The JUNGFRAU calibration of calibrated results (a result records only its
+        checksum, ``calibration_sha256``); a `FinderSpec` carries its own.
     chunk_frames
         Frames read at a time.
 
@@ -314,12 +349,22 @@ def explain_sites(frames, sites: Sequence[tuple[int, int, int]],
     ------
     ValueError
         For a site outside the frame, a frame number not in ``frames``, finders with
-        different cluster sizes, or a pedestal that does not fit a finder.
+        different cluster sizes, calibrated and uncalibrated finders together, a calibrated
+        result without its ``calibration`` (or a ``calibration`` no result needs), or a
+        pedestal that does not fit a finder.
     """
     labels, finders = as_labelled(finders, labels)
     if not finders:
         raise ValueError("give at least one finder to explain: a result or a FinderSpec")
-    configs = [f if isinstance(f, FinderSpec) else FinderSpec.from_result(f) for f in finders]
+    if calibration is not None and not any(
+            isinstance(f, xr.Dataset) and CALIBRATION_ATTR in f.attrs for f in finders):
+        raise ValueError("calibration= is for calibrated results, and no result given records "
+                         "one; a FinderSpec carries its own calibration")
+    configs = [f if isinstance(f, FinderSpec) else FinderSpec.from_result(
+        f, calibration if CALIBRATION_ATTR in f.attrs else None) for f in finders]
+    if len({c.units for c in configs}) > 1:
+        raise ValueError("explain calibrated (keV) and uncalibrated (ADU) finders separately: "
+                         + ", ".join(f"{lab} {c.units}" for lab, c in zip(labels, configs)))
     if len({c.cluster_size for c in configs}) > 1:
         raise ValueError("the finders use different cluster sizes: "
                          + ", ".join(f"{lab} {format_cluster_size(c.cluster_size)}"
@@ -378,7 +423,8 @@ def explain(frames, frame: int, y: int, x: int,
             finders: Mapping[str, xr.Dataset | FinderSpec]
             | Sequence[xr.Dataset | FinderSpec], *, dark=None,
             pedestal: Pedestal | Sequence[Pedestal] | None = None,
-            labels: Sequence[str] | None = None) -> Explanation:
+            labels: Sequence[str] | None = None,
+            calibration: JungfrauCalibration | None = None) -> Explanation:
     """Explain the decision at pixel ``(y, x)`` of frame number ``frame``.
 
     Parameters as for `explain_sites`, with one site.
@@ -394,4 +440,4 @@ def explain(frames, frame: int, y: int, x: int,
     (True, True)
     """
     return explain_sites(frames, [(frame, y, x)], finders, dark=dark, pedestal=pedestal,
-                         labels=labels)[0]
+                         labels=labels, calibration=calibration)[0]

@@ -238,22 +238,24 @@ def energy_coords(edges: np.ndarray, units: str = "ADU") -> dict:
 
 def spectrum(result: xr.Dataset, bins: int | np.ndarray = DEFAULT_BINS,
              range: tuple[float, float] | None = None, *,
-             width: int | None = None) -> xr.DataArray:
-    """Histogram of cluster energies.
+             width: float | None = None) -> xr.DataArray:
+    """Histogram of cluster energies, in the units of the result's ``energy``.
 
     Parameters
     ----------
     result
-        A finder result.
+        A finder result: energies in ADU, or in keV with a JUNGFRAU calibration (its
+        ``energy`` variable's ``units``).
     bins
-        Bin edges (in the units of the result's ``energy``: ADU, or keV for a JUNGFRAU
-        calibration), or a number of bins: equal bins over ``range`` (as
-        `numpy.histogram`), or without a range at most that many integer-aligned bins
-        (edges at ``k - 0.5``) holding every cluster (`aare_lab.binning.data_edges`).
+        Bin edges (in those units), or a number of bins: equal bins over ``range`` (as
+        `numpy.histogram`), or without a range, holding every cluster
+        (`aare_lab.binning.data_edges`): in ADU at most that many integer-aligned bins
+        (edges at ``k - 0.5``), in keV that many equal bins.
     range
         ``(low, high)`` in those units; clusters outside are counted in the attributes.
     width
-        A whole number of units per bin instead of ``bins``, over ``range`` or the data.
+        The bin width instead of ``bins``, over ``range`` or the data: a whole number of
+        ADU, or any width in keV.
 
     Returns
     -------
@@ -264,10 +266,10 @@ def spectrum(result: xr.Dataset, bins: int | np.ndarray = DEFAULT_BINS,
         ``n_frames`` of the run.
     """
     energies = result["energy"].to_numpy()
-    edges = edges_for([energies], bins, range, width)
+    units = result["energy"].attrs.get("units", "ADU")
+    edges = edges_for([energies], bins, range, width, integer=units == "ADU")
     counts, underflow, overflow = count(energies, edges)
     a = result.attrs
-    units = result["energy"].attrs.get("units", "ADU")
     return xr.DataArray(
         counts, dims="energy", coords=energy_coords(edges, units), name="counts",
         attrs={"long_name": "clusters per energy bin", "finder": a.get("finder", ""),

@@ -22,7 +22,7 @@ RUN_COORDS = ("n_sigma", "cluster_size", "n_frames", "underflow", "overflow")
 def spectra(results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
             labels: Sequence[str] | None = None, *, bins: int | np.ndarray = DEFAULT_BINS,
             range: tuple[float, float] | None = None,
-            width: int | None = None) -> xr.DataArray:
+            width: float | None = None) -> xr.DataArray:
     """Cluster-energy histograms of several results on common bins.
 
     Parameters
@@ -33,17 +33,30 @@ def spectra(results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
         Names for a sequence (default: `aare_lab.labels.result_labels`).
     bins, range, width
         The binning, as for `aare_lab.results.spectrum`, chosen over all the results: by
-        default at most 200 integer-aligned bins that hold every cluster.
+        default at most 200 integer-aligned bins (ADU) or 200 equal bins (keV) that hold
+        every cluster.
 
     Returns
     -------
     xarray.DataArray
         Counts over ``(finder, energy)`` with the edges as ``energy_lo``, ``energy_hi``,
-        and per finder the coordinates ``finder_name``, ``n_sigma``, ``cluster_size``,
-        ``n_frames``, ``underflow`` and ``overflow`` (clusters outside the edges).
+        all three in the results' ``units`` (`spectrum_units`), and per finder the
+        coordinates ``finder_name``, ``n_sigma``, ``cluster_size``, ``n_frames``,
+        ``underflow`` and ``overflow`` (clusters outside the edges).
+
+    Raises
+    ------
+    ValueError
+        For results in different units (calibrated and uncalibrated).
     """
     labels, results = as_labelled(results, labels)
-    edges = edges_for([r["energy"].to_numpy() for r in results], bins, range, width)
+    units = {str(r["energy"].attrs.get("units", "ADU")) for r in results}
+    if len(units) > 1:
+        raise ValueError("the results' energies are in different units "
+                         f"({', '.join(sorted(units))}): compare calibrated (keV) and "
+                         "uncalibrated (ADU) results separately")
+    edges = edges_for([r["energy"].to_numpy() for r in results], bins, range, width,
+                      integer=units != {"keV"})
     parts = [spectrum(r, bins=edges) for r in results]
     out = xr.concat(parts, dim=xr.DataArray(labels, dims="finder", name="finder"),
                     combine_attrs="drop")
@@ -52,6 +65,11 @@ def spectra(results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
         **{name: ("finder", [p.attrs[name] for p in parts]) for name in RUN_COORDS})
     out.attrs = {"long_name": "clusters per energy bin"}
     return out
+
+
+def spectrum_units(spectra: xr.DataArray) -> str:
+    """The energy units of spectra (``"ADU"``, or ``"keV"`` with a JUNGFRAU calibration)."""
+    return str(spectra["energy"].attrs.get("units", "ADU"))
 
 
 def spectrum_ratio(spectra: xr.DataArray, reference: str | None = None) -> xr.DataArray:
@@ -108,7 +126,7 @@ def fit_peaks(spectra: xr.DataArray, window: tuple[float, float] | None = None) 
     xarray.Dataset
         Over ``finder``: ``position``, ``fwhm``, ``resolution`` (FWHM / position) and their
         ``*_err``, ``sigma``, ``amplitude``, ``offset``, ``slope``, ``window_lo``,
-        ``window_hi``.
+        ``window_hi``; energies in the spectra's units (`spectrum_units`).
 
     Raises
     ------
@@ -126,10 +144,11 @@ def fit_peaks(spectra: xr.DataArray, window: tuple[float, float] | None = None) 
                (*_FIT_FIELDS, "fwhm", "fwhm_err", "resolution", "resolution_err")}
     columns["window_lo"] = [f.window[0] for f in fits]
     columns["window_hi"] = [f.window[1] for f in fits]
+    energy = spectrum_units(spectra)
     units = {"resolution": "1", "resolution_err": "1", "amplitude": "counts",
-             "offset": "counts", "slope": "counts/ADU"}
+             "offset": "counts", "slope": f"counts/{energy}"}
     return xr.Dataset({name: ("finder", np.asarray(values, float),
-                              {"units": units.get(name, "ADU")})
+                              {"units": units.get(name, energy)})
                        for name, values in columns.items()},
                       coords={"finder": spectra["finder"].to_numpy()})
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from reference import RefCalibration, RefPedestal, common_mode, find_frame
 
-from aare_lab import FrozenFinder, Pedestal, SerialFinder
+from aare_lab import Branch, FrozenFinder, Pedestal, SerialFinder
 from aare_lab.cli import main
 from aare_lab.jungfrau import JungfrauCalibration
 from aare_lab.pipeline import find_clusters
@@ -444,3 +444,51 @@ def test_kernel_names_its_gain_switching_twins():
         assert f"// {twin}" in text, twin
     source = Path(__file__).parent.parent / "aare_lab" / "finders" / "_gain.py"
     assert "kernels/frozen.cu" in source.read_text()
+
+
+# ------------------------------------------------------------------ explain
+@pytest.mark.parametrize("dtype, with_cm", [("float64", False), ("float32", True)])
+def test_explain_recomputes_calibrated_decisions_in_kev(dtype, with_cm):
+    """explain's recomputed branch equals each calibrated finder's own map at every pixel,
+    and its tap values are the formula in keV written here."""
+    from aare_lab.explain import explain_sites
+
+    dark, frames, cal = reference_case(11)
+    shape = frames.shape[1:]
+    labels = np.random.default_rng(2).integers(-1, 2, shape) if with_cm else None
+    results = {}
+    for model, cls in FINDERS.items():
+        ped = Pedestal(shape, len(dark), dtype)
+        ped.push_dark(dark)
+        results[model] = cls(ped, 5.0, 3, window_dtype=dtype, common_mode=labels,
+                             calibration=cal).find(frames, progress=False)
+    sites = [(f, y, x) for f in (1, 4) for y in range(shape[0]) for x in range(shape[1])]
+    with np.errstate(divide="ignore", invalid="ignore"):   # the uncalibrated G0 pixel
+        explained = explain_sites(frames, sites, results, dark=dark, calibration=cal)
+    g, adc = decode(frames)
+    bad = flagged(frames, cal.gain)
+    t = np.dtype(dtype).type
+    checked = 0
+    for (f, y, x), e in zip(sites, explained):
+        d = e.data
+        assert d.attrs["units"] == d["v"].attrs["units"] == "keV"
+        np.testing.assert_array_equal(d["branch"], d["finder_branch"])
+        if bad[f, y, x]:
+            assert (d["branch"] == Branch.NEG_SKIP).all()
+            assert (d["v"].sel(wy=0, wx=0) == 0).all()
+        elif g[f, y, x] > 0:
+            stage = g[f, y, x]
+            expected = (t(adc[f, y, x]) - t(cal.pedestal[stage, y, x])) / t(cal.gain[stage, y, x])
+            assert (d["v"].sel(wy=0, wx=0) == expected).all()
+            checked += 1
+    assert checked > 5
+    with pytest.raises(ValueError, match="pass it as calibration="):
+        explain_sites(frames, sites[:1], results, dark=dark)
+    ped = Pedestal(shape, len(dark))
+    ped.push_dark(dark)
+    plain = FrozenFinder(ped, 5.0, 3).find(dark[:2], progress=False)
+    with pytest.raises(ValueError, match="explain calibrated .* separately"):
+        explain_sites(frames, sites[:1], [results["frozen"], FinderSpec("frozen")],
+                      dark=dark, calibration=cal)
+    with pytest.raises(ValueError, match="no result given records one"):
+        explain_sites(dark, [(0, 0, 0)], [plain], dark=dark, calibration=cal)

@@ -34,7 +34,8 @@ def register(subparsers) -> None:
                         help="take the first K frames of --frames as dark frames")
     parser.add_argument("--pedestal", type=Path, metavar="FILE",
                         help="a trained pedestal (from --save-pedestal) instead of dark "
-                             "frames; it brings its own N, dtype and noise mode")
+                             "frames; it brings its own N, dtype and noise mode (with "
+                             "--calibration: the G0 pedestal of a calibrated run)")
     parser.add_argument("--save-pedestal", type=Path, metavar="FILE",
                         help="write the pedestal as trained, before the data frames move "
                              "it, for later runs' --pedestal (.nc)")
@@ -62,7 +63,14 @@ def _branch_selection(text: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
-    """Execute ``aare-lab find``."""
+    """Execute ``aare-lab find``.
+
+    With ``--calibration`` and dark frames, the dark frames are checked to be all G0
+    (`aare_lab.pipeline.train_pedestal`). A ``--pedestal`` file records no gain stages, so
+    only its frame shape is checked against the calibration's: it must be a G0 pedestal,
+    such as the ``--save-pedestal`` of a calibrated run (whose dark frames were checked);
+    one trained on raw frames with gain bits would be taken as it is.
+    """
     spec = finder_spec(args)
     if args.calibration is not None:
         spec = spec.replace(calibration=JungfrauCalibration.load(args.calibration),
@@ -75,6 +83,12 @@ def run(args: argparse.Namespace) -> int:
     progress = not args.quiet
     if args.pedestal is not None:
         pedestal, spec = load_pedestal(args.pedestal, spec)
+        if spec.calibration is not None \
+                and pedestal.frame_shape != spec.calibration.frame_shape:
+            (py, px), (cy, cx) = pedestal.frame_shape, spec.calibration.frame_shape
+            raise ValueError(f"the pedestal in {args.pedestal} is for {py}x{px} frames but the "
+                             f"calibration in {args.calibration} for {cy}x{cx}: give the G0 "
+                             "pedestal of this module (--save-pedestal of a calibrated run)")
     else:
         if args.n_dark is not None:
             dark, frames = split_dark(frames, args.n_dark)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import xarray as xr
 from matplotlib import patheffects
 from matplotlib.figure import Figure
 
-from ..spectra import RUN_COORDS, peak_fit, spectrum_ratio, spectrum_ratio_error
+from ..spectra import (
+    RUN_COORDS,
+    peak_fit,
+    spectrum_ratio,
+    spectrum_ratio_error,
+    spectrum_units,
+)
 from ._figure import figure_for
 from ._view import View
 
@@ -98,7 +103,8 @@ class SpectrumView(View):
     spectra
         Counts over ``(finder, energy)`` from `aare_lab.spectra.spectra`, or one spectrum
         over ``energy`` (`aare_lab.results.spectrum`, or counts accumulated over fixed
-        edges), with the edges as ``energy_lo``/``energy_hi`` in ADU.
+        edges), with the edges as ``energy_lo``/``energy_hi``; the axis is in their
+        ``units`` (ADU, or keV for calibrated results).
     fits
         Peak fits from `aare_lab.spectra.fit_peaks`: each drawn over its spectrum, thick
         and in a contrasting colour, its position as a dotted line, with position, FWHM
@@ -111,7 +117,7 @@ class SpectrumView(View):
     reference
         The finder the ratios are taken to (default: the first).
     gain
-        ADU per keV: the energy axis (and the fits) in keV.
+        ADU per keV, for spectra in ADU: the energy axis (and the fits) in keV.
     min_counts
         Bins with fewer counts in either spectrum do not set the ratio panel's range.
     fig
@@ -127,6 +133,13 @@ class SpectrumView(View):
         panel, for every finder but the reference, ``ratio:<label>`` (markers) and
         ``ratio_err:<label>`` (LineCollection); ``legend``, ``title``, ``unity`` (the
         ratio 1 line).
+    units
+        The units of the energy axis.
+
+    Raises
+    ------
+    ValueError
+        For a ``gain`` with spectra already in keV.
     """
 
     def __init__(self, spectra: xr.DataArray, fits: xr.Dataset | None = None, *,
@@ -134,6 +147,11 @@ class SpectrumView(View):
                  gain: float | None = None, min_counts: int = MIN_RATIO_COUNTS,
                  fig: Figure | None = None, managed: bool = False):
         spectra = _by_finder(spectra)
+        units = spectrum_units(spectra)
+        if gain and units != "ADU":
+            raise ValueError(f"the spectra are in {units} already: gain converts spectra in "
+                             "ADU, leave it out")
+        self.units = "keV" if gain else units
         self.labels = [str(f) for f in spectra["finder"].to_numpy()]
         self.reference = self.labels[0] if reference is None else reference
         self.gain, self.log, self.min_counts = gain, log, min_counts
@@ -177,13 +195,14 @@ class SpectrumView(View):
                     self._keep(f"ratio:{label}", rax.plot([], [], "o", ms=2.5,
                                                           color=colour)[0])
             rax.set_ylabel(f"ratio to {self.reference}")
-        (self.ratio_ax or ax).set_xlabel(f"energy ({'keV' if gain else 'ADU'})")
+        (self.ratio_ax or ax).set_xlabel(f"energy ({self.units})")
         self.update(spectra, fits)
         if log:  # after the first counts: a log axis over no data warns
             ax.set_yscale("log")
 
-    def _x(self, adu: np.ndarray | float):
-        return np.asarray(adu, float) / self.gain if self.gain else np.asarray(adu, float)
+    def _x(self, energy: np.ndarray | float):
+        """Energies in the spectra's units on the axis (divided by the gain with one)."""
+        return np.asarray(energy, float) / self.gain if self.gain else np.asarray(energy, float)
 
     def update(self, spectra: xr.DataArray, fits: xr.Dataset | None = None) -> None:
         """Show new counts, on the same or other edges, and new fits (None: no fits).
@@ -219,11 +238,11 @@ class SpectrumView(View):
             note.set_text("")
             return
         fit = peak_fit(fits, label)
-        adu = np.linspace(*fit.window, 200)
-        curve.set_data(self._x(adu), fit.evaluate(adu))
+        energy = np.linspace(*fit.window, 200)
+        curve.set_data(self._x(energy), fit.evaluate(energy))
         peak.set_xdata([self._x(fit.position)] * 2)
         peak.set_visible(True)
-        unit = "keV" if self.gain else "ADU"
+        unit = self.units
         pos, pos_err, fwhm, fwhm_err = (float(self._x(v)) for v in (
             fit.position, fit.position_err, fit.fwhm, fit.fwhm_err))
         note.set_text(f"{label}: {pos:.4g} ± {pos_err:.2g} {unit}, FWHM {fwhm:.3g} ± "
@@ -251,7 +270,7 @@ def spectrum_plot(spectra: xr.DataArray, fits: xr.Dataset | None = None, *, log:
     """Draw a `SpectrumView` and return its figure.
 
     Spectra come from `aare_lab.spectra.spectra` (or `aare_lab.spectrum`), fits from
-    `aare_lab.spectra.fit_peaks`.
+    `aare_lab.spectra.fit_peaks`; ``gain`` is for spectra in ADU only (`SpectrumView`).
     """
     return SpectrumView(spectra, fits, log=log, ratio=ratio, reference=reference, gain=gain,
                         fig=fig).figure

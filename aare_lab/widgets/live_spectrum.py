@@ -30,6 +30,8 @@ from .run import default_n_pedestal
 
 #: Seconds between peak fits on the consumer thread.
 FIT_EVERY = 0.5
+#: The default bins of a calibrated (keV) spectrum: 0.1 keV wide from 0 to 50 keV.
+DEFAULT_KEV_EDGES = np.linspace(0.0, 50.0, 501)
 
 
 class Snapshot(NamedTuple):
@@ -64,15 +66,19 @@ class LiveSpectrum(InteractiveWidget):
         A trained pedestal instead of ``dark``; copied, then advanced by the run.
     spec
         The `aare_lab.FinderSpec` (default: ``cuda`` where a GPU is present, else
-        ``frozen``); nσ and cluster size can change while the run goes on.
+        ``frozen``); nσ and cluster size can change while the run goes on. With a
+        JUNGFRAU calibration the spectrum is in keV.
     bins
-        Fixed bin edges (ADU); default `DEFAULT_EDGES`. Clusters outside are counted.
+        Fixed bin edges in the spec's units (`aare_lab.FinderSpec.units`); default
+        `aare_lab.live.DEFAULT_EDGES` in ADU, `DEFAULT_KEV_EDGES` in keV. Clusters
+        outside are counted.
     gain
-        ADU per keV: the energy axis in keV.
+        ADU per keV, for an uncalibrated spec: the energy axis in keV.
     chunk_frames
         Frames per chunk (default 64 on the CPU, 512 on the GPU).
     fit_window
-        ``(low, high)`` ADU for the peak fit (default: around the highest bin).
+        ``(low, high)`` in the spec's units for the peak fit (default: around the highest
+        bin).
     autostart
         Start consuming at once (else call `start`).
     interactive, max_hz
@@ -84,17 +90,23 @@ class LiveSpectrum(InteractiveWidget):
                  gain: float | None = None, chunk_frames: int | None = None,
                  fit_window: tuple[float, float] | None = None, autostart: bool = True,
                  interactive: bool | None = None, max_hz: float = 4.0):
+        # Set first: a widget refused here is still closed (ipywidgets' __del__), via stop().
+        self._consumer: _Consumer | None = None
+        if spec is None:
+            spec = FinderSpec("cuda" if "cuda" in available_finders() else "frozen")
+        if gain and spec.units != "ADU":
+            raise ValueError(f"a calibrated spec gives energies in {spec.units} already: gain "
+                             "converts ADU, leave it out")
         super().__init__(interactive=interactive, max_hz=max_hz)
         if dark is None and pedestal is None:
             raise ValueError("give dark frames (dark=...) or a trained pedestal (pedestal=...)")
-        if spec is None:
-            spec = FinderSpec("cuda" if "cuda" in available_finders() else "frozen")
         self.source = open_source(source)
         self.dark, self._pedestal = dark, pedestal
-        self.edges = np.asarray(DEFAULT_EDGES if bins is None else bins, float)
+        if bins is None:
+            bins = DEFAULT_EDGES if spec.units == "ADU" else DEFAULT_KEV_EDGES
+        self.edges = np.asarray(bins, float)
         self.gain, self.fit_window = gain, fit_window
         self.chunk_frames = chunk_frames or (512 if spec.finder == "cuda" else 64)
-        self._consumer: _Consumer | None = None
         self._paused = threading.Event()
         self._spec = spec
         self.latest: Snapshot | None = None
@@ -326,7 +338,8 @@ class _Consumer:
             if pedestal is None:
                 self._status("training the pedestal")
                 pedestal = train_pedestal(w.dark, self._n_pedestal(), dtype=self._spec.pedestal_dtype,
-                                          noise=self._spec.noise, progress=False)
+                                          noise=self._spec.noise, progress=False,
+                                          g0_only=self._spec.calibration is not None)
             # on_truncation="error": no warning on this thread, where nobody would see it;
             # truncated frames are counted and shown instead.
             finder = self._spec.make_finder(pedestal, on_truncation="error")
@@ -490,7 +503,7 @@ def _stats_html(s: Snapshot, gain: float | None) -> str:
             text += f" ({a['underflow']:,} below, {a['overflow']:,} above)"
     if s.fits is not None:
         f = s.fits.isel(finder=0)
-        scale, unit = (1 / gain, "keV") if gain else (1.0, "ADU")
+        scale, unit = (1 / gain, "keV") if gain else (1.0, s.spec.units)
         text += (f"<br>peak {float(f['position']) * scale:.2f} ± "
                  f"{float(f['position_err']) * scale:.2f} {unit}, FWHM "
                  f"{float(f['fwhm']) * scale:.2f} {unit} "
