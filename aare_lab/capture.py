@@ -71,10 +71,17 @@ class CaptureFile:
     def append(self, numbers: np.ndarray, frames: np.ndarray, headers) -> None:
         """Add frames, their numbers and their headers (one sequence of dicts per frame)."""
         n0, n = self.n_frames, len(numbers)
-        for dataset, values in ((self.frames, frames), (self.numbers, numbers),
-                                (self.headers, [json.dumps(list(parts)) for parts in headers])):
-            dataset.resize(n0 + n, axis=0)
-            dataset[n0:] = values
+        columns = ((self.frames, frames), (self.numbers, numbers),
+                   (self.headers, [json.dumps(list(parts)) for parts in headers]))
+        try:
+            for dataset, values in columns:
+                dataset.resize(n0 + n, axis=0)
+                dataset[n0:] = values
+        except BaseException:
+            # All three keep the same length: a replay pairs frames with their numbers.
+            for dataset, _ in columns:
+                dataset.resize(n0, axis=0)
+            raise
         # On disk after every chunk: a capture cut short keeps what it had.
         self.file.flush()
 
@@ -138,6 +145,9 @@ def capture(source, path: str | os.PathLike, n_frames: int, *,
         else:
             if stop.is_set():
                 ended_by = "stopped"
+    except BaseException as err:
+        ended_by = f"error: {type(err).__name__}: {err}"
+        raise
     finally:
         stop.set()
         summary = {"frames_captured": 0 if out is None else out.n_frames,

@@ -87,6 +87,13 @@ def raw():
     pub.close()
 
 
+@pytest.fixture
+def raw2():
+    pub = RawPub(2)
+    yield pub
+    pub.close()
+
+
 def test_the_receivers_header_and_end_message_parse():
     image = np.arange(400 * 400, dtype="<u2").tobytes()
     part = parse_message([README_HEADER, image])
@@ -268,6 +275,46 @@ def test_a_repeated_end_message_ends_the_acquisition_once():
     assert third[0].size == 0
     assert (stats.acquisitions, stats.acquisitions_ended, stats.end_messages) == (2, 2, 5)
     assert stats.frames_lost == 0
+
+
+def test_a_socket_read_ahead_into_the_next_acquisition_does_not_end_it_for_the_others(raw2):
+    # Port 0 sends all of acquisition A, its end and the start of B before port 1 sends
+    # anything: B's parts must wait, so that A is assembled whole when port 1 catches up.
+    a, b = frames_of(4, (8, 12), seed=1), frames_of(2, (8, 12), seed=2)
+    with StreamSource(raw2.endpoints, assemble_timeout=3, receive_timeout=5) as source:
+        raw2.wait()
+        for frames in (a, b):
+            for number, frame in enumerate(frames, 1):
+                raw2.part(number, frame[:4], socket=0, rows=2, row=0)
+            raw2.end(socket=0)
+        time.sleep(0.3)  # the reader has long drained port 0 by now
+        for frames in (a, b):
+            for number, frame in enumerate(frames, 1):
+                raw2.part(number, frame[4:], socket=1, rows=2, row=1)
+            raw2.end(socket=1)
+        first, second = collect(source), collect(source)
+        stats = source.stats
+    np.testing.assert_array_equal(first[1], a)
+    np.testing.assert_array_equal(second[1], b)
+    assert (stats.acquisitions, stats.acquisitions_ended, stats.frames_incomplete) == (2, 2, 0)
+
+
+def test_a_repeated_part_is_malformed_not_a_new_acquisition(raw):
+    frames = frames_of(3)
+    with StreamSource(raw.endpoints, receive_timeout=2) as source:
+        raw.wait()
+        raw.part(1, frames[0])
+        raw.part(2, frames[1])
+        raw.part(2, frames[1])
+        raw.part(3, frames[2])
+        raw.end()
+        numbers, got = collect(source)
+        stats = source.stats
+    assert numbers.tolist() == [1, 2, 3]
+    np.testing.assert_array_equal(got, frames)
+    # the copy is dropped, whether as malformed or as late: it neither restarts the
+    # acquisition nor makes frames incomplete
+    assert (stats.acquisitions, stats.frames_received, stats.frames_incomplete) == (1, 3, 0)
 
 
 def test_a_restarted_publisher_is_a_new_acquisition_not_lost_frames():

@@ -24,8 +24,9 @@ def register(subparsers) -> None:
         description="Subscribe to slsReceiver's ZeroMQ stream (or aare-lab stream-sim), find "
                     "clusters while frames arrive, print the counts periodically and keep "
                     "DIR/spectrum.nc (the cluster-energy spectrum on fixed bins) and "
-                    "DIR/stats.json (the stream's counts) up to date: every --interval, at "
-                    "the end of acquisition and on SIGINT/SIGTERM.",
+                    "DIR/stats.json (the stream's counts) up to date: every --interval, "
+                    "when the run ends (with --stop-at-end: at the first end of "
+                    "acquisition) and on SIGINT/SIGTERM.",
     )
     parser.add_argument("endpoints", nargs="+", metavar="ENDPOINT",
                         help="tcp://host:port of the receiver's stream, one per UDP "

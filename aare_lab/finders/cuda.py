@@ -223,15 +223,22 @@ class CudaFinder(Finder):
                         feed.read_by(launch.done)
                     pending.append((chunk.numbers, slots, launch))
                     if len(pending) == 2:
-                        yield self._batch(*pending.popleft(), clusters, borrow)
+                        yield self._next_batch(pending, clusters, borrow)
                 while pending:
-                    yield self._batch(*pending.popleft(), clusters, borrow)
+                    yield self._next_batch(pending, clusters, borrow)
         finally:
             if pending:
                 # Stopped early: the state goes back to the start of the first chunk
                 # whose clusters were not handed out, as if it had never been queued.
                 engine.rewind(pending[0][2])
             self._to_host()
+
+    def _next_batch(self, pending: deque, clusters: bool, borrow: bool) -> ClusterBatch:
+        # Collected before it leaves ``pending``: if collecting fails, the rewind still
+        # starts from this launch, whose clusters never reached the caller.
+        batch = self._batch(*pending[0], clusters, borrow)
+        pending.popleft()
+        return batch
 
     def _batch(self, numbers: np.ndarray, slots: np.ndarray | None, launch: Launch,
                clusters: bool, borrow: bool) -> ClusterBatch:

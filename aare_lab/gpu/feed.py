@@ -100,7 +100,9 @@ class StagingRing:
             while held:
                 self._release(held.popleft(), fence(), free)
             free.put(None)
-            worker.join()
+            # A worker blocked inside its source (a stream with nothing to send) sees
+            # ``stop`` at its next chunk and writes no buffer: the caller need not wait.
+            worker.join(timeout=1.0)
 
     def _release(self, index: int, fence, free: queue.Queue) -> None:
         self._fences[index] = fence

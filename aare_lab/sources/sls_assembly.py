@@ -143,6 +143,15 @@ class Assembler:
         waiting.sockets.add(socket)
         return out + self._decide(now)
 
+    def holding(self, socket: int) -> bool:
+        """Whether ``socket`` has ended the running acquisition while others have not.
+
+        Its next messages belong to the next acquisition: the reader leaves them in
+        ZeroMQ's queue until the acquisition ends everywhere (or ``timeout`` after this
+        end), so that a socket read ahead of the others cannot end it for them.
+        """
+        return self._running and self._ended[socket]
+
     def end(self, socket: int, now: float) -> list[Frame | Boundary]:
         """Take an end-of-acquisition message from ``socket``; a repeat changes nothing."""
         self.end_messages += 1
@@ -186,7 +195,7 @@ class Assembler:
 
     def _restarted(self, socket: int, part: Part) -> bool:
         last = self._last[socket]
-        return last is not None and (part.number <= last
+        return last is not None and (part.number < last
                                      or part.acquisition_key != self._key[socket])
 
     def _decide(self, now: float, force: bool = False) -> list[Frame]:

@@ -405,8 +405,21 @@ class StreamSource(FrameSource):
         poller = zmq.Poller()
         for socket in self._sockets:
             poller.register(socket, zmq.POLLIN)
+        held: set[int] = set()
         try:
             while not self._stop.is_set():
+                # A socket whose part of the acquisition has ended is not polled (nor
+                # read) until the others end it too: its queue holds the next one.
+                for index, socket in enumerate(self._sockets):
+                    hold = self._assembler.holding(index)
+                    if hold and index not in held:
+                        poller.unregister(socket)
+                        held.add(index)
+                    elif not hold and index in held:
+                        poller.register(socket, zmq.POLLIN)
+                        held.discard(index)
+                if len(held) == len(self._sockets):
+                    time.sleep(POLL_MS / 1000)
                 ready = dict(poller.poll(POLL_MS))
                 for index, socket in enumerate(self._sockets):
                     if socket in ready:
@@ -424,6 +437,8 @@ class StreamSource(FrameSource):
 
     def _drain(self, index: int, socket: zmq.Socket, builder: ChunkBuilder) -> None:
         for _ in range(BURST):
+            if self._assembler.holding(index):
+                return
             try:
                 message = socket.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
