@@ -317,19 +317,10 @@ class JungfrauCalibration:
         ValueError
             For a file that is not a valid aare_lab JUNGFRAU calibration, naming it.
         """
-        from .results import NETCDF_ENGINE
-        from .sources.base import existing_file
+        from .results import read_netcdf
 
-        path = existing_file(path)
-        try:
-            with xr.open_dataset(path, engine=NETCDF_ENGINE) as ds:
-                ds = ds.load()
-        except (OSError, ValueError) as err:
-            raise ValueError(f"{path} is not a JUNGFRAU calibration file ({err}); "
-                             f"{_FILE_HINT}") from None
-        if ds.attrs.get(FILE_MARK) != FILE_VERSION:
-            raise ValueError(f"{path} is not a JUNGFRAU calibration file (no "
-                             f"{FILE_MARK}={FILE_VERSION} attribute); {_FILE_HINT}")
+        ds = read_netcdf(path, "a JUNGFRAU calibration file", _FILE_HINT,
+                         (FILE_MARK, FILE_VERSION))
         missing = [name for name in ("pedestal", "gain") if name not in ds]
         if missing:
             raise ValueError(f"{path} is an incomplete JUNGFRAU calibration file: "

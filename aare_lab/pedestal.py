@@ -240,22 +240,11 @@ class Pedestal:
         ValueError
             For a file that is not an aare_lab pedestal, naming it.
         """
-        import xarray as xr
+        from .results import read_netcdf
 
-        from .results import NETCDF_ENGINE
-        from .sources.base import existing_file
-
-        path = existing_file(path)
         hint = ("pedestal files are written by Pedestal.save or "
                 "`aare-lab find --save-pedestal FILE`")
-        try:
-            with xr.open_dataset(path, engine=NETCDF_ENGINE) as ds:
-                ds = ds.load()
-        except (OSError, ValueError) as err:
-            raise ValueError(f"{path} is not a pedestal file ({err}); {hint}") from None
-        if ds.attrs.get(FILE_MARK) != FILE_VERSION:
-            raise ValueError(f"{path} is not a pedestal file (no {FILE_MARK}={FILE_VERSION} "
-                             f"attribute); {hint}")
+        ds = read_netcdf(path, "a pedestal file", hint, (FILE_MARK, FILE_VERSION))
         a = ds.attrs
         try:
             ped = cls(tuple(a["frame_shape"]), int(a["n_pedestal"]), str(a["dtype"]),

@@ -307,6 +307,41 @@ def write_netcdf(data: xr.Dataset | xr.DataArray, path: str | os.PathLike) -> No
     replace_atomically(path, lambda temporary: data.to_netcdf(temporary, engine=NETCDF_ENGINE))
 
 
+def read_netcdf(path: str | os.PathLike, what: str, hint: str,
+                mark: tuple[str, int]) -> xr.Dataset:
+    """Read a whole netCDF file that aare_lab wrote with the attribute ``mark`` (name, version).
+
+    Parameters
+    ----------
+    path
+        The file.
+    what, hint
+        What the file should be (``"a pedestal file"``) and where such files come from,
+        for the messages.
+    mark
+        The attribute and value every file of that kind carries.
+
+    Raises
+    ------
+    FileNotFoundError
+        For a missing file.
+    ValueError
+        For a file that is not netCDF or lacks ``mark``, naming it, ``what`` and ``hint``.
+    """
+    from .sources.base import existing_file
+
+    path = existing_file(path)
+    try:
+        with xr.open_dataset(path, engine=NETCDF_ENGINE) as ds:
+            ds = ds.load()
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path} is not {what} ({err}); {hint}") from None
+    name, version = mark
+    if ds.attrs.get(name) != version:
+        raise ValueError(f"{path} is not {what} (no {name}={version} attribute); {hint}")
+    return ds
+
+
 def save_result(result: xr.Dataset, path: str | os.PathLike) -> None:
     """Write a result to netCDF (lossless: every value and attribute round-trips).
 
