@@ -29,6 +29,7 @@ _EXPORTS = {
     "TruncationWarning": "capacity",
     "TruncationError": "capacity",
     "DarkFrameWarning": "dark_quality",
+    "WindowClippedWarning": "clipping",
     "train_pedestal": "pipeline",
     "find_clusters": "pipeline",
     "make_result": "results",

@@ -1,4 +1,9 @@
-"""Exact window sums of integer windows, compiled: the fast path of `window_energies`."""
+"""Compiled per-window loops over integer windows: exact sums (the fast path of
+`window_energies`) and the taps at given limits (`aare_lab.clipping`).
+
+Both take the windows flattened to ``(n, wy * wx)``: one loop over a row's taps compiles
+to faster code than two nested loops over the window's rows and columns.
+"""
 
 import numpy as np
 from numba import njit
@@ -6,15 +11,27 @@ from numba import njit
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def integer_window_sums(windows, out):
-    """Write the sum of each integer window ``(n, wy, wx)`` into ``out`` (float64).
+    """Write the sum of each integer window ``(n, taps)`` into ``out`` (float64).
 
     The int64 sum is exact, and so is its float64 (at most 121 values of 32 bits), so it
     equals NumPy's float64 sum in any order of the additions.
     """
-    n, wy, wx = windows.shape
+    n, taps = windows.shape
     for i in range(n):
         total = np.int64(0)
-        for r in range(wy):
-            for c in range(wx):
-                total += windows[i, r, c]
+        for k in range(taps):
+            total += windows[i, k]
+        out[i] = total
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def taps_at_limits(windows, low, high, out):
+    """Write into ``out`` how many taps of each window ``(n, taps)`` equal ``low`` or
+    ``high``."""
+    n, taps = windows.shape
+    for i in range(n):
+        total = 0
+        for k in range(taps):
+            value = windows[i, k]
+            total += (value == low) | (value == high)
         out[i] = total

@@ -22,6 +22,8 @@ def buffer_bytes_per_frame(cap: int, cluster_size: int | str | tuple[int, int] =
     --------
     >>> buffer_bytes_per_frame(1000, "3x3")  # 1000 * (9 * 4 + 16) + 16
     52016
+    >>> buffer_bytes_per_frame(1000, "9x9", "int16")  # 1000 * (81 * 2 + 16) + 16: int16
+    178016
     """
     cap = positive_int("cap", cap)
     cy, cx = parse_cluster_size(cluster_size)

@@ -29,6 +29,10 @@ from .params import format_cluster_size, parse_cluster_size
 #: The value types aare compiles a ClusterFile for, and the odd square sizes of each.
 AARE_FORMATS = {"int32": (3, 5, 7, 9), "float32": (3, 5, 7, 9), "float64": (3, 5, 7, 9),
                 "int16": (3,)}
+#: The value type a result's windows are written as unless told: their own, except int16
+#: windows, which widen (exactly) to int32, the type every aare tool reads; aare's int16
+#: files hold 3x3 clusters only.
+DEFAULT_FILE_DTYPES = {"int16": "int32"}
 _HEADER = np.dtype([("frame_number", "<i4"), ("n_clusters", "<u4")])
 _COORD = np.dtype("<u2")
 #: Result attributes an aare file cannot tell, and what a read result holds for them.
@@ -76,6 +80,17 @@ def record_dtype(cluster_size, dtype: str) -> np.dtype:
                      "offsets": [0, _COORD.itemsize, offset], "itemsize": size})
 
 
+def file_dtype(window_dtype: str) -> str:
+    """The value type `write_clusterfile` writes windows of ``window_dtype`` as by default.
+
+    Examples
+    --------
+    >>> file_dtype("int16"), file_dtype("float32")
+    ('int32', 'float32')
+    """
+    return DEFAULT_FILE_DTYPES.get(window_dtype, window_dtype)
+
+
 def _exact(windows: np.ndarray, dtype: str, path) -> np.ndarray:
     """``windows`` as ``dtype``, refusing any value the conversion would change."""
     converted = windows.astype(dtype)
@@ -100,8 +115,9 @@ def write_clusterfile(result: xr.Dataset, path: str | os.PathLike,
     path
         The file to write (``.clust`` by aare's convention); replaced if it exists.
     dtype
-        The value type of the file, a key of `AARE_FORMATS`; default the result's window
-        dtype. Another type is allowed only where it holds every window value exactly.
+        The value type of the file, a key of `AARE_FORMATS`; default `file_dtype` of the
+        result's window dtype. Another type is allowed only where it holds every window
+        value exactly.
 
     Raises
     ------
@@ -117,7 +133,7 @@ def write_clusterfile(result: xr.Dataset, path: str | os.PathLike,
         raise ValueError(f"cannot write {path}: the result lacks {', '.join(missing)}; "
                          "write the Dataset of a finder or load_result")
     windows = result["window"].to_numpy()
-    dtype = windows.dtype.name if dtype is None else str(dtype)
+    dtype = file_dtype(windows.dtype.name) if dtype is None else str(dtype)
     record = record_dtype(windows.shape[1:], dtype)
     frames = result["frame"].to_numpy()
     info = np.iinfo(np.int32)
@@ -276,5 +292,5 @@ def read_clusterfile(path: str | os.PathLike, cluster_size=(3, 3), dtype: str = 
     return result
 
 
-__all__ = ["AARE_FORMATS", "UNKNOWN_ATTRS", "read_clusterfile", "record_dtype",
-           "write_clusterfile"]
+__all__ = ["AARE_FORMATS", "DEFAULT_FILE_DTYPES", "UNKNOWN_ATTRS", "file_dtype",
+           "read_clusterfile", "record_dtype", "write_clusterfile"]

@@ -1,7 +1,7 @@
 """Common-mode regions: which pixels share one per-frame offset (docs/algorithm.md).
 
 A `CommonMode` names a layout of regions: a preset of a detector (``"moench03"``,
-``"jungfrau"``) or a user's label map. For a frame shape it gives the label of every pixel,
+``"jungfrau"``, ``"jungfrau-rows"``) or a user's label map. For a frame shape it gives the label of every pixel,
 ``0 .. n_regions - 1``, or -1 for a pixel that neither enters an estimate nor is corrected.
 The finders estimate and subtract the offsets (`aare_lab.finders`); this module holds only
 the layouts and the fixed-point scale that makes the estimate exact.
@@ -21,13 +21,15 @@ FRACTION_BITS = 16
 #: The most regions a layout may have (the GPU keeps one accumulator per region per block).
 MAX_REGIONS = 4096
 #: The layouts known by name; ``"labels"`` is a user's label map.
-PRESETS = ("moench03", "jungfrau")
+PRESETS = ("moench03", "jungfrau", "jungfrau-rows")
 #: MÖNCH03: two halves of 200 rows, 16 supercolumns of 25 columns each (slsDetectorCalibration's
 #: ``moench03CommonMode``: ``ix / 25 + (iy / 200) * 16``).
 MOENCH03_SHAPE = (400, 400)
 MOENCH03_HALF_ROWS = 200
 MOENCH03_SUPERCOLUMN = 25
-#: JUNGFRAU: readout chips of 256 x 256 pixels (a 512 x 1024 module has 2 x 4 of them).
+#: JUNGFRAU: readout chips of 256 x 256 pixels (a 512 x 1024 module has 2 x 4 of them);
+#: ``"jungfrau-rows"`` gives each row of each chip its own region, because a real module's
+#: first frame of an acquisition shifts chip rows independently (benchmarks/README.md).
 JUNGFRAU_CHIP = 256
 
 
@@ -37,8 +39,9 @@ class CommonMode:
     Parameters
     ----------
     layout
-        ``"moench03"``, ``"jungfrau"``, or a label map: an integer array of the frame's
-        shape with labels ``0 .. R - 1`` for the regions and -1 for excluded pixels.
+        ``"moench03"``, ``"jungfrau"`` (chips), ``"jungfrau-rows"`` (each row of each chip),
+        or a label map: an integer array of the frame's shape with labels ``0 .. R - 1``
+        for the regions and -1 for excluded pixels.
 
     Raises
     ------
@@ -49,6 +52,8 @@ class CommonMode:
     --------
     >>> CommonMode("jungfrau").n_regions((512, 1024))
     8
+    >>> CommonMode("jungfrau-rows").n_regions((512, 1024))
+    2048
     >>> CommonMode(np.array([[0, 0, -1], [1, 1, 1]])).name
     'labels'
     """
@@ -91,9 +96,11 @@ class CommonMode:
                 + j // MOENCH03_SUPERCOLUMN
         else:
             if ny % JUNGFRAU_CHIP or nx % JUNGFRAU_CHIP:
-                raise ValueError(f"common_mode='jungfrau' needs frames made of 256x256 chips, got "
-                                 f"{ny}x{nx}; give a label map for a cropped or other detector")
-            labels = (i // JUNGFRAU_CHIP) * (nx // JUNGFRAU_CHIP) + j // JUNGFRAU_CHIP
+                raise ValueError(f"common_mode={self.name!r} needs frames made of 256x256 chips, "
+                                 f"got {ny}x{nx}; give a label map for a cropped or other "
+                                 "detector")
+            rows = i if self.name == "jungfrau-rows" else i // JUNGFRAU_CHIP
+            labels = rows * (nx // JUNGFRAU_CHIP) + j // JUNGFRAU_CHIP
         if labels.max() >= MAX_REGIONS:
             raise ValueError(f"{ny}x{nx} frames have more than {MAX_REGIONS} "
                              f"{self.name} regions")
@@ -160,7 +167,7 @@ def load_label_map(path: str | os.PathLike) -> CommonMode:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no common-mode label map at {path} (give none, moench03, "
-                                "jungfrau or a .npy file of integer labels)")
+                                "jungfrau, jungfrau-rows or a .npy file of integer labels)")
     try:
         array = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as err:

@@ -6,8 +6,10 @@ first frames or starts from a trained one, finds clusters and keeps, in an outpu
 
 - ``spectrum.nc``: the cluster-energy spectrum, a DataArray on fixed bins (an open-ended run
   cannot choose its bins from data it has not seen; clusters outside are counted in the
-  ``underflow`` and ``overflow`` attributes), as `aare_lab.results.spectrum` makes it;
-- ``stats.json``: the source's counts, exactly the keys of ``stats.as_dict()``;
+  ``underflow`` and ``overflow`` attributes), as `aare_lab.results.spectrum` makes it: in
+  ADU, or in keV when the spec has a JUNGFRAU calibration;
+- ``stats.json``: the source's counts, exactly the keys of ``stats.as_dict()``, and with a
+  calibration ``n_flagged``, the pixels of the data frames flagged so far (never photons);
 - with ``clusters=True``, ``clusters.nc``: the usual result Dataset (`Finder.assemble`),
   appended at every write (`aare_lab.result_store.ResultWriter`: ``cluster`` and ``frame``
   grow), so memory holds one interval's clusters however long the run; marked complete
@@ -35,36 +37,68 @@ import numpy as np
 from .atomic import replace_atomically
 from .binning import count, integer_edges
 from .capacity import ON_TRUNCATION, report_truncation
+from .clipping import (
+    SHOWN_FRAMES,
+    WindowClippedWarning,
+    clipped_taps,
+    clipped_text,
+    counts_clipping,
+)
 from .finders.base import ClusterBatch, Finder
 from .pedestal import Pedestal
+from .pipeline import _require_g0
 from .readahead import read_ahead
 from .result_store import GROWING, ResultWriter
 from .results import counts_spectrum, window_energies, write_netcdf
 from .spec import FinderSpec
 
+#: The default ``(low, high, width)`` of a live spectrum's bins in each unit of energy.
+DEFAULT_BINNING = {"ADU": (0, 2000, 10), "keV": (0.0, 50.0, 0.1)}
 
-def fixed_edges(low: int = 0, high: int = 2000, width: int = 10) -> np.ndarray:
-    """Integer-aligned bins of ``width`` ADU, edges from ``low - 0.5`` to ``high - 0.5``.
+
+def fixed_edges(low: float | None = None, high: float | None = None,
+                width: float | None = None, *, units: str = "ADU") -> np.ndarray:
+    """The fixed bins of a live spectrum, ``width`` wide from ``low`` to ``high``.
+
+    In ADU the bins are integer-aligned (`aare_lab.binning`), edges from ``low - 0.5`` to
+    ``high - 0.5``, all three whole numbers; in keV (a JUNGFRAU calibration) the edges go
+    from ``low`` to ``high``. What is left out takes its `DEFAULT_BINNING`.
 
     Raises
     ------
     ValueError
-        Unless ``high - low`` is a positive multiple of ``width``.
+        Unless ``high - low`` is a positive multiple of ``width`` (in ADU: of whole numbers).
 
     Examples
     --------
-    >>> edges = fixed_edges(0, 30, 10)
-    >>> edges.tolist()
+    >>> fixed_edges(0, 30, 10).tolist()
     [-0.5, 9.5, 19.5, 29.5]
+    >>> fixed_edges(10, 11, 0.25, units="keV").tolist()
+    [10.0, 10.25, 10.5, 10.75, 11.0]
     """
-    if not (high > low and (high - low) % width == 0):
-        raise ValueError(f"the energy range {low}..{high} ADU must be a positive multiple "
-                         f"of the bin width {width} ADU")
-    return integer_edges(low, high - 1, width)
+    if units not in DEFAULT_BINNING:
+        raise ValueError(f"units must be one of {sorted(DEFAULT_BINNING)}, got {units!r}")
+    low, high, width = (default if value is None else value for value, default
+                        in zip((low, high, width), DEFAULT_BINNING[units]))
+    if not all(np.isfinite([low, high, width])):
+        raise ValueError(f"the energy range {low:g}..{high:g} {units} and the bin width "
+                         f"{width:g} {units} must be finite")
+    n = round((high - low) / width) if width > 0 else 0
+    if not (high > low and n >= 1 and np.isclose(n * width, high - low, rtol=1e-9, atol=0)):
+        raise ValueError(f"the energy range {low:g}..{high:g} {units} must be a positive "
+                         f"multiple of the bin width {width:g} {units}")
+    if units == "keV":
+        return np.linspace(low, high, n + 1)
+    if any(value != int(value) for value in (low, high, width)):
+        raise ValueError(f"the energy range {low:g}..{high:g} ADU and the bin width "
+                         f"{width:g} ADU must be whole numbers")
+    return integer_edges(int(low), int(high) - 1, int(width))
 
 
 #: The default bins of a live spectrum: 10 ADU wide, edges at -0.5 ... 1999.5 ADU.
 DEFAULT_EDGES = fixed_edges()
+#: The default bins of a calibrated (keV) live spectrum: 0.1 keV wide from 0 to 50 keV.
+DEFAULT_KEV_EDGES = fixed_edges(units="keV")
 
 
 class LiveRun:
@@ -77,6 +111,9 @@ class LiveRun:
         ``describe()``.
     spec
         The finder and its parameters (``n_pedestal`` set when training on the stream).
+        With a JUNGFRAU calibration (``spec.calibration``) the frames are raw with gain
+        bits, dark frames from the stream must all read G0 (as `aare_lab.train_pedestal`
+        with ``g0_only`` checks them) and the spectrum is in keV.
     out
         The output folder (created).
     pedestal
@@ -86,7 +123,8 @@ class LiveRun:
         the frames beyond N update the trained pedestal, as `aare_lab.train_pedestal`
         does). They count as processed and are not in the spectrum.
     edges
-        Fixed bin edges of the spectrum (ADU); default `DEFAULT_EDGES`.
+        Fixed bin edges of the spectrum, in the spec's units (`FinderSpec.units`); default
+        `DEFAULT_EDGES` in ADU, `DEFAULT_KEV_EDGES` in keV (`fixed_edges`).
     clusters
         Also write ``clusters.nc``.
     interval
@@ -94,18 +132,22 @@ class LiveRun:
     duration
         Stop after this many seconds (None: run until the stream ends or `stop`).
     report
-        Called with a status line at every write.
+        Called with a status line at every write (`status_line`).
     on_truncation
         What frames over the cap do at the end of the run: ``"warn"`` (a
         `TruncationWarning`) or ``"error"`` (`aare_lab.TruncationError`); the run goes on
         either way and its outputs are written first.
+    calibration_name
+        How messages name the spec's calibration (the CLI: its file).
     **finder_options
         Passed to the finder (``threads``...).
 
     Raises
     ------
     ValueError
-        For both or neither of ``pedestal`` and ``n_dark``, or ``n_dark`` below N.
+        For both or neither of ``pedestal`` and ``n_dark``, or ``n_dark`` below N. While
+        running (`run`): for frames of another shape than the calibration's or the
+        pedestal's, or, with a calibration, a dark frame that is not all G0.
     """
 
     def __init__(self, source, spec: FinderSpec, out: str | os.PathLike, *,
@@ -113,14 +155,16 @@ class LiveRun:
                  edges: np.ndarray | None = None, clusters: bool = False,
                  interval: float = 2.0, duration: float | None = None,
                  report: Callable[[str], None] = print, on_truncation: str = "warn",
-                 **finder_options):
+                 calibration_name: str = "the calibration", **finder_options):
         if (pedestal is None) == (n_dark is None):
             raise ValueError("give a trained pedestal or n_dark frames to train on, not both")
         if n_dark is not None and n_dark < spec.n_pedestal:
             raise ValueError(f"{n_dark} dark frames cannot train a pedestal of "
                              f"n_pedestal={spec.n_pedestal}: take at least as many")
         self.source, self.spec, self.out = source, spec, Path(out)
-        self.edges = np.asarray(DEFAULT_EDGES if edges is None else edges, float)
+        self.edges = np.asarray(fixed_edges(units=spec.units) if edges is None else edges,
+                                float)
+        self.calibration_name = calibration_name
         if on_truncation not in ON_TRUNCATION:
             raise ValueError(f"on_truncation must be 'warn' or 'error', got {on_truncation!r}")
         self.interval, self.duration, self.report = interval, duration, report
@@ -136,9 +180,12 @@ class LiveRun:
         self._clusters = ClusterFile(self.out / "clusters.nc") if clusters else None
         self.counts = np.zeros(len(self.edges) - 1, np.int64)
         self.underflow = self.overflow = self.frames = self.n_clusters = self.taken = 0
+        self.n_flagged = 0
         self._started = self._written = time.monotonic()
         self._taken_written = 0
         self.truncated = self._cut = 0
+        # Window taps at the int16 limits: how many, in how many frames, the first frames.
+        self._clipped = (0, 0, [])
         self._worst = (0, None)  # the most clusters found in a frame over the cap, and where
 
     def stop(self, reason: str = "stopped") -> None:
@@ -189,26 +236,29 @@ class LiveRun:
                 f"{self.truncated:,} of {self.frames:,} frames ({self._cut:,} clusters "
                 f"dropped); the largest count was {found} in frame {number}. Raise the cap, "
                 "or see n_found/n_kept in clusters.nc.", self.on_truncation)
+        message = clipped_text(*self._clipped[:2], self.frames, self._clipped[2],
+                               self.spec.window_dtype)
+        if message is not None:
+            warnings.warn(message, WindowClippedWarning, stacklevel=2)
         return counts
 
     # ---------------------------------------------------------------- helpers
     def _take(self, chunk) -> None:
         numbers, frames = chunk
+        self._check_shape(frames.shape[1:])
         if self._dark_left:
             if self._pedestal is None:
                 self._pedestal = Pedestal(frames.shape[1:], self.spec.n_pedestal,
                                           self.spec.pedestal_dtype, self.spec.noise)
             k = min(self._dark_left, len(numbers))
+            if self.spec.calibration is not None:
+                _require_g0(chunk._replace(numbers=numbers[:k], frames=frames[:k]),
+                            self.source)
             self._pedestal.push_dark(frames[:k])
             self._dark_left -= k
             numbers, frames = numbers[k:], frames[k:]
             if not self._dark_left:
                 self.finder = self.spec.make_finder(self._pedestal, **self._options)
-        elif frames.shape[1:] != self._pedestal.frame_shape:
-            raise ValueError(
-                f"{self.source.describe()} sends {frames.shape[1]}x{frames.shape[2]} frames "
-                f"but the pedestal is {self._pedestal.frame_shape[0]}x"
-                f"{self._pedestal.frame_shape[1]} (ny x nx)")
         if len(numbers):
             # A GPU finder takes at most its chunk_frames at a time.
             step = self.finder.chunk_frames
@@ -218,6 +268,18 @@ class LiveRun:
         self.source.mark_processed(len(chunk.numbers))
         self.taken += len(chunk.numbers)
 
+    def _check_shape(self, shape: tuple[int, int]) -> None:
+        """Refuse frames of another shape than the calibration's or the pedestal's."""
+        sends = f"{self.source.describe()} sends {shape[0]}x{shape[1]} frames"
+        calibration = self.spec.calibration
+        if calibration is not None and shape != calibration.frame_shape:
+            cy, cx = calibration.frame_shape
+            raise ValueError(f"{sends} but {self.calibration_name} is for {cy}x{cx} "
+                             "(ny x nx): give the calibration of this module")
+        if self._pedestal is not None and shape != self._pedestal.frame_shape:
+            py, px = self._pedestal.frame_shape
+            raise ValueError(f"{sends} but the pedestal is {py}x{px} (ny x nx)")
+
     def _add(self, batch: ClusterBatch) -> None:
         part, low, high = count(window_energies(batch.windows), self.edges)
         self.counts += part
@@ -225,6 +287,8 @@ class LiveRun:
         self.overflow += high
         self.frames += len(batch.frame_numbers)
         self.n_clusters += len(batch.windows)
+        if batch.n_flagged is not None:
+            self.n_flagged += int(batch.n_flagged.sum())
         over = batch.n_found > batch.n_kept
         if over.any():
             self.truncated += int(over.sum())
@@ -232,6 +296,12 @@ class LiveRun:
             worst = int(np.argmax(batch.n_found))
             if batch.n_found[worst] > self._worst[0]:
                 self._worst = (int(batch.n_found[worst]), int(batch.frame_numbers[worst]))
+        if counts_clipping(self.spec.window_dtype):
+            clipped = clipped_taps(batch.windows, batch.n_kept)
+            hit = np.flatnonzero(clipped)
+            taps, frames, first = self._clipped
+            first = first + batch.frame_numbers[hit[:SHOWN_FRAMES - len(first)]].tolist()
+            self._clipped = (taps + int(clipped.sum()), frames + len(hit), first)
         if self._clusters is not None:
             self._clusters.add(batch)
 
@@ -249,8 +319,11 @@ class LiveRun:
                 self._clusters.close(complete)
 
     def _write(self) -> dict[str, int]:
-        counts = self.source.stats.as_dict()
-        write_netcdf(self.spectrum(), self.out / "spectrum.nc")
+        stream = self.source.stats.as_dict()
+        counts = stream if self.spec.calibration is None else \
+            {**stream, "n_flagged": self.n_flagged}
+        spectrum = self.spectrum()
+        write_netcdf(spectrum, self.out / "spectrum.nc")
         replace_atomically(self.out / "stats.json",
                            lambda path: Path(path).write_text(json.dumps(counts, indent=1)))
         if self._clusters is not None and self.finder is not None:
@@ -258,7 +331,9 @@ class LiveRun:
         now = time.monotonic()
         rate = (self.taken - self._taken_written) / max(now - self._written, 1e-9)
         self._written, self._taken_written = now, self.taken
-        line = status_line(now - self._started, rate, counts, self.n_clusters)
+        line = status_line(now - self._started, rate, stream, self.n_clusters, spectrum)
+        if self.spec.calibration is not None:
+            line += f"; {self.n_flagged:,} pixels flagged"
         self.report(line + (f", {self.truncated:,} frames over the cap" if self.truncated
                             else ""))
         return counts
@@ -297,7 +372,21 @@ class ClusterFile:
             self._writer.close(complete)
 
 
-def status_line(elapsed: float, rate: float, counts: dict[str, int], clusters: int) -> str:
-    """One line of rate, the source's counts and the clusters found."""
+def status_line(elapsed: float, rate: float, counts: dict[str, int], clusters: int,
+                spectrum) -> str:
+    """One line of rate, the source's counts, the clusters found and how many of them
+    the ``spectrum`` (a `LiveRun.spectrum`) holds, with its range in its units.
+
+    Examples
+    --------
+    >>> from aare_lab.results import counts_spectrum
+    >>> from aare_lab.spec import FinderSpec
+    >>> spectrum = counts_spectrum([3, 4], fixed_edges(0, 20, 10), FinderSpec("frozen"),
+    ...                            2, 0, 1)
+    >>> status_line(1.0, 2.0, {"frames_received": 2}, 8, spectrum)
+    '    1.0 s: 2 frames/s; received 2; 8 clusters, 7 in -0.5..19.5 ADU'
+    """
     names = ", ".join(f"{key.split('_', 1)[1]} {value:,}" for key, value in counts.items())
-    return f"{elapsed:7.1f} s: {rate:,.0f} frames/s; {names}; {clusters:,} clusters"
+    low, high = float(spectrum["energy_lo"][0]), float(spectrum["energy_hi"][-1])
+    return (f"{elapsed:7.1f} s: {rate:,.0f} frames/s; {names}; {clusters:,} clusters, "
+            f"{int(spectrum.sum()):,} in {low:g}..{high:g} {spectrum['energy'].attrs['units']}")

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-WINDOW_DTYPES = ("int32", "float32", "float64")
+#: Window dtypes, the default first.
+WINDOW_DTYPES = ("int32", "int16", "float32", "float64")
+#: Window dtypes that store values rounded half away from zero (docs/algorithm.md, "The
+#: stored cluster"); the float dtypes store them as read.
+INTEGER_WINDOW_DTYPES = ("int32", "int16")
+#: Integer window dtypes too narrow for some values (16-bit frames): those are saturated to
+#: the dtype's range, and every tap at its limits is counted (``n_window_clipped``).
+SATURATED_WINDOW_DTYPES = ("int16",)
 MIN_CLUSTER_SIDE = 3
 MAX_CLUSTER_SIDE = 11
 

@@ -16,6 +16,8 @@ them):
   aare_lab_version; and from the pedestal ``dark_frames``, ``dark_effective_frames``,
   ``dark_rms_relative_uncertainty`` and ``dark_expected_false_rate_factor`` (what its dark
   frames mean for false clusters, `aare_lab.dark_quality`);
+- with int16 windows: ``n_window_clipped(frame)`` the stored taps at the int16 limits, which
+  may have been clipped (`aare_lab.clipping`);
 - with a JUNGFRAU calibration (attribute ``calibration_sha256``, `aare_lab.spec`):
   ``n_flagged(frame)`` the pixels flagged in each frame (never photons);
 - with common mode (attribute ``common_mode`` other than ``"none"``): ``common_mode(frame,
@@ -37,6 +39,7 @@ from ._window_sums import integer_window_sums
 from .atomic import replace_atomically
 from .binning import DEFAULT_BINS, count, edges_for
 from .branches import cf_flag_attrs
+from .clipping import CLIPPED_ATTRS, CLIPPED_VARIABLE, clipped_taps, counts_clipping
 from .params import format_cluster_size
 from .spec import FinderSpec
 
@@ -59,7 +62,8 @@ def make_result(*, spec: FinderSpec, frame_shape: tuple[int, int], frame_numbers
                 common_mode_pixels: np.ndarray | None = None,
                 n_flagged: np.ndarray | None = None,
                 dark: DarkQuality | None = None,
-                energy: np.ndarray | None = None) -> xr.Dataset:
+                energy: np.ndarray | None = None,
+                n_window_clipped: np.ndarray | None = None) -> xr.Dataset:
     """Assemble a finder run into the result Dataset and stamp its provenance.
 
     Parameters
@@ -85,6 +89,9 @@ def make_result(*, spec: FinderSpec, frame_shape: tuple[int, int], frame_numbers
         `aare_lab.dark_quality.DarkQuality.attrs` (``dark_frames``...) are stamped too.
     energy
         `window_energies` of ``windows``, when the caller has them already.
+    n_window_clipped
+        With int16 windows, `aare_lab.clipping.clipped_taps` of ``windows``, when the
+        caller has them already.
 
     Returns
     -------
@@ -149,6 +156,10 @@ def make_result(*, spec: FinderSpec, frame_shape: tuple[int, int], frame_numbers
             ds["common_mode_labels"] = (("row", "col"), np.asarray(spec.common_mode.label_map),
                                         {"long_name": "common-mode region of each pixel",
                                          "comment": "-1: excluded"})
+    if counts_clipping(spec.window_dtype):
+        clipped = clipped_taps(windows, n_kept) if n_window_clipped is None else \
+            np.asarray(n_window_clipped, np.int64)
+        ds[CLIPPED_VARIABLE] = ("frame", clipped, CLIPPED_ATTRS)
     if spec.calibration is not None:
         ds["n_flagged"] = ("frame", np.asarray(n_flagged, np.int64),
                            {"long_name": "pixels flagged in the frame (never photons)",
@@ -219,9 +230,10 @@ def window_energies(windows: np.ndarray, out: np.ndarray | None = None) -> np.nd
     """
     if out is None:
         out = np.empty(len(windows), np.float64)
-    if windows.dtype == np.int32:
+    if windows.dtype in (np.int32, np.int16):
         # Exact, so any order of the additions gives NumPy's value, several times faster.
-        integer_window_sums(windows, out)
+        integer_window_sums(windows.reshape(len(windows), int(np.prod(windows.shape[1:]))),
+                            out)
         return out
     return windows.sum(axis=(1, 2), dtype=np.float64, out=out)
 

@@ -19,7 +19,12 @@ from .capacity import cap_from_attr, cap_to_attr
 from .checks import positive_int
 from .common_mode import CommonMode, as_common_mode, region_attr
 from .jungfrau import JungfrauCalibration
-from .params import WINDOW_DTYPES, format_cluster_size, parse_cluster_size
+from .params import (
+    INTEGER_WINDOW_DTYPES,
+    WINDOW_DTYPES,
+    format_cluster_size,
+    parse_cluster_size,
+)
 from .pedestal import NOISE_MODES, PEDESTAL_DTYPES, Pedestal
 
 #: The timing model of each finder (docs/algorithm.md); the names are those of
@@ -55,7 +60,9 @@ class FinderSpec:
     max_clusters_per_frame
         Capacity per frame; None keeps every cluster.
     window_dtype
-        ``"int32"`` (values rounded half away from zero), ``"float32"`` or ``"float64"``.
+        ``"int32"`` (values rounded half away from zero), ``"int16"`` (rounded, then
+        saturated to -32768..32767, half the bytes; the result counts the taps at those
+        limits, ``n_window_clipped``), ``"float32"`` or ``"float64"``.
     n_pedestal
         The pedestal window N; None takes that of the pedestal the finder is given.
     common_mode
@@ -120,9 +127,10 @@ class FinderSpec:
             if not isinstance(self.calibration, JungfrauCalibration):
                 raise TypeError(f"calibration must be an aare_lab.jungfrau.JungfrauCalibration "
                                 f"or None, got {type(self.calibration).__name__}")
-            if self.window_dtype == "int32":
-                raise ValueError("a JUNGFRAU calibration gives windows in keV: pass "
-                                 "window_dtype='float32' or 'float64', not 'int32'")
+            if self.window_dtype in INTEGER_WINDOW_DTYPES:
+                raise ValueError("a JUNGFRAU calibration gives windows in keV, which integers "
+                                 "would round to whole keV: pass window_dtype='float32' or "
+                                 f"'float64', not {self.window_dtype!r}")
 
     @classmethod
     def from_result(cls, result: xr.Dataset,

@@ -2,7 +2,7 @@
 # On the GPU machine (see README "GPU"): install the carried wheels, run the GPU tests
 # against the installed wheel (so the shipped kernels are the ones tested), then the GPU
 # benchmark. Logs and results go to $OUT (default ./out).
-#   usage: bash benchmarks/device_run.sh [tests|bench|live|disk|variants|profile|all] [options...]
+#   usage: bash benchmarks/device_run.sh [tests|bench|live|disk|variants|breakdown|profile|all] [options...]
 set -uo pipefail
 what=${1:-all}; shift || true
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,7 +15,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
 status=0
 if [[ $what == tests || $what == all ]]; then
     (cd /tmp && python3 -m pytest -m gpu -p no:cacheprovider -q -ra \
-        "$repo"/tests/test_{cuda,common_mode,jungfrau_finder,widgets_gpu}.py \
+        "$repo"/tests/test_{cuda,common_mode,jungfrau_finder,widgets_gpu,window_int16,live_calibration}.py \
         --junitxml="$out/gpu_tests.xml" 2>&1 | tee "$out/gpu_tests.log") || status=1
 fi
 if [[ $what == bench || $what == all ]]; then
@@ -35,6 +35,11 @@ fi
 if [[ $what == variants ]]; then
     (cd /tmp && python3 "$repo/benchmarks/kernel_variants.py" --out "$out" "$@" 2>&1 \
         | tee -a "$out/kernel_variants.log") || status=1
+fi
+if [[ $what == breakdown ]]; then
+    # where the time of find() into the result Dataset goes, stage by stage
+    (cd /tmp && python3 "$repo/benchmarks/find_breakdown.py" --out "$out" "$@" 2>&1 \
+        | tee -a "$out/find_breakdown.log") || status=1
 fi
 if [[ $what == profile ]]; then
     # Nsight Compute on one warm launch of the shipped kernel (float32, 3x3).

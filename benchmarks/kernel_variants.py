@@ -5,7 +5,10 @@ variant is the source of ``kernels/frozen.cu`` with one stage removed by a text 
 (its results are wrong by design; only its time matters), compiled with the finder's own
 options and timed with CUDA events on device-resident MÖNCH frames, chunk after chunk,
 in the same process. The differences to ``as shipped`` place the time inside the kernel
-without hardware counters (METHOD.md). Results go to ``benchmarks/results/`` as JSON.
+without hardware counters (METHOD.md). ``--baseline FILE`` also times the kernel of another
+source as it is, e.g. an earlier commit's (``git show HEAD:kernels/frozen.cu > FILE``), with
+the same finder and shared memory, so old and new are measured in one run. Results go to
+``benchmarks/results/`` as JSON.
 """
 
 from __future__ import annotations
@@ -40,8 +43,25 @@ VARIANTS = {
                           ("for (int k = tid; k < above + below; k += T)",
                            "for (int k = tid; k < 0; k += T)")]),
     "no cluster writes": ("writing the stored windows",
-                          [("unsigned int pending = ballots[k];", "unsigned int pending = 0;")]),
+                          [("unsigned int pending = ballot;", "unsigned int pending = 0;")]),
+    "one thread waits": ("nothing: thread 0 alone acquires the neighbours' flags and the "
+                         "block meets at a barrier before the halo copy (three block barriers "
+                         "per frame, not two)",
+                         [("if (b > 0)\n                await(",
+                           "if (tid == 0 && b > 0)\n                await("),
+                          ("if (b < G - 1)\n                await(&sync[(b + 1) * FLAG_STRIDE], "
+                           "f + 1);",
+                           "if (tid == 0 && b < G - 1)\n                await(&sync[(b + 1) * "
+                           "FLAG_STRIDE], f + 1);\n            __syncthreads();")]),
 }
+
+
+def patched(source: str, name: str) -> str:
+    """``source`` with the text patches of the variant ``name``."""
+    for old, new in VARIANTS[name][1]:
+        assert old in source, (name, old)
+        source = source.replace(old, new)
+    return source
 
 
 def compile_variant(cp, source: str, spec):
@@ -69,6 +89,8 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dtypes", default="float32,float64")
     parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--baseline", type=Path, action="append", default=[],
+                        help="also time the kernel of this source as it is (repeatable)")
     args = parser.parse_args(argv)
     cp = cupy_or_raise()
     sim = Simulator(seed=1)
@@ -76,6 +98,9 @@ def main(argv=None):
     unique = sim.frames(512)[0]
     dev = cp.asarray(np.resize(unique, (args.frames, *unique.shape[1:])))
     source = (kernel_dir() / SOURCE).read_text()
+    kernels = [(name, left_out, patched(source, name)) for name, (left_out, _) in VARIANTS.items()]
+    kernels += [(f"baseline {path.name}", f"nothing: the kernel of {path}", path.read_text())
+                for path in args.baseline]
     record = {"benchmark": "kernel_variants", "date": datetime.now(timezone.utc).isoformat(),
               "git_commit": git_commit(), "gpu": device_info(),
               "parameters": {"frames": args.frames, "repeats": args.repeats,
@@ -88,11 +113,7 @@ def main(argv=None):
             finder = CudaFinder(ped.copy(), 5.0, size, chunk_frames=512)
             finder._to_device()
             spec = finder._engine.spec
-            for name, (left_out, patches) in VARIANTS.items():
-                text = source
-                for old, new in patches:
-                    assert old in text, (name, old)
-                    text = text.replace(old, new)
+            for name, left_out, text in kernels:
                 module, kernel = compile_variant(cp, text, spec)
                 seconds = time_kernel(cp, finder, kernel, dev, args.repeats)
                 us = [s / args.frames * 1e6 for s in seconds]

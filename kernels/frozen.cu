@@ -11,8 +11,11 @@
 // Specialised by preprocessor defines, so that CuPy's on-disk cache serves each compiled
 // variant to later processes:
 //   STATE_T                  float (the centred float32 state) or double
-//   WINDOW_T, ROUND_WINDOW   stored window values: int rounded half away from zero (1),
-//                            or float / double kept as they are (0)
+//   WINDOW_T, ROUND_WINDOW   stored window values: int or short rounded half away from
+//                            zero (1), or float / double kept as they are (0)
+//   SATURATE_WINDOW          1: rounded values limited to short's -32768..32767 (int16
+//                            windows; a conversion would wrap them); 0 (or undefined):
+//                            converted as they are
 //   CLUSTER_NY, CLUSTER_NX   the cluster window, both odd
 //   PIXELS_PER_THREAD        a bound on the band pixels of one thread (registers)
 //   FRAME_NX                 the frame's width
@@ -31,13 +34,16 @@
 //   launch. Thread t holds the pedestal state of band pixels t, t + T, t + 2T, ... in
 //   registers from the first frame to the last, so no other thread ever reads it.
 // - Per frame the block computes the values v of its band from the frame-start state into
-//   shared memory and publishes its first and last RY rows to a two-slot exchange buffer,
-//   then waits for the bands above and below to publish theirs. So every read of a frame
-//   sees the frame-start state, and no thread reads what another thread of the same frame
-//   has updated. Bands are at least RY rows high, so a halo comes from the adjacent bands
-//   alone; a band runs at most one frame ahead of its neighbours, which two slots allow.
-// - Classification and the QUIET_UPDATE pushes of the band follow; stores are ranked in
-//   raster order with warp ballots and appended to the band's own region.
+//   one of two tiles in shared memory (by frame parity) and publishes its first and last RY
+//   rows to a two-slot exchange buffer, then waits for the bands above and below to
+//   publish theirs. So every read of a frame sees the frame-start state, and no thread
+//   reads what another thread of the same frame has updated. Bands are at least RY rows
+//   high, so a halo comes from the adjacent bands alone; a band runs at most one frame
+//   ahead of its neighbours, which two slots allow.
+// - Classification and the QUIET_UPDATE pushes of the band follow. Only the pushes feed
+//   the next frame, so the stores are written one frame late: between publishing frame
+//   f + 1 and waiting for its halo, the block ranks frame f's stores in raster order with
+//   warp ballots and appends their windows, from frame f's tile, to the band's own region.
 // - With COMMON_MODE, before the values of a frame: two passes in which every block adds
 //   its pixels' fixed-point integers to per-region sums in shared memory (warp-aggregated
 //   atomics), then to global sums, then a grid barrier; every block reads the totals and
@@ -56,6 +62,9 @@
 #endif
 #ifndef GAIN_SWITCHING
 #define GAIN_SWITCHING 0
+#endif
+#ifndef SATURATE_WINDOW
+#define SATURATE_WINDOW 0
 #endif
 
 #ifndef STATE_T
@@ -236,8 +245,11 @@ __device__ __forceinline__ int gated(int code, int status)
 
 __device__ __forceinline__ WINDOW_T stored_value(STATE_T v)
 {
-    // _decision.store_window
-#if ROUND_WINDOW
+    // _decision.store_window (and _decision.saturated)
+#if ROUND_WINDOW && SATURATE_WINDOW
+    const STATE_T r = round_half_away(v), low = -32768, high = 32767;
+    return (WINDOW_T)(r < low ? low : r > high ? high : r);
+#elif ROUND_WINDOW
     return (WINDOW_T)round_half_away(v);
 #else
     return (WINDOW_T)v;
@@ -380,7 +392,9 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
 #else
     const int cm_bytes = 0;
 #endif
-    STATE_T* tile = (STATE_T*)(smem + SCAN_BYTES + WARP_STORE_BYTES + cm_bytes);
+    // Two tiles of the band and its halo: frame f's values go to tiles[f & 1], so frame
+    // f - 1's windows are still there while frame f is exchanged (see write_stores).
+    STATE_T* tiles = (STATE_T*)(smem + SCAN_BYTES + WARP_STORE_BYTES + cm_bytes);
 
     const int nx = FRAME_NX;   // a constant: divisions by it are multiplications
     const int G = gridDim.x, b = blockIdx.x, T = blockDim.x, tid = threadIdx.x;
@@ -391,6 +405,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
     const int rounds = (P + T - 1) / T;      // pixel k of a thread: p = k * T + tid
     const long long band = (long long)lo * nx;
     const long long frame_px = (long long)ny * nx;
+    const int tile_px = (t_hi - t_lo) * nx;
     unsigned int* barrier = sync + G * FLAG_STRIDE;
     unsigned int barriers = 0;   // grid barriers passed so far
 
@@ -410,9 +425,84 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
         }
     }
 
+    // Frame fs's stores, ranked in raster order: round by round, warp by warp, lane by lane.
+    // `stores` holds this thread's (bit k: pixel k), warp_stores each warp's count per round,
+    // both from classifying fs and followed by a block barrier. Each store is written by the
+    // whole warp, one tap per lane, from tiles[fs & 1] to the band's own region. Nothing of
+    // it feeds a later frame's decision, so it runs a frame late, while the next frame's
+    // neighbours catch up.
     int region_used = 0;
+    unsigned int stores = 0;
+    auto write_stores = [&](int fs) {
+        const STATE_T* tile = tiles + (fs & 1) * tile_px;
+        int band_stores = 0;
+#pragma unroll
+        for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
+            if (k >= rounds)
+                break;
+            const unsigned int ballot = __ballot_sync(0xffffffffu, (stores >> k) & 1u);
+            int before = 0, in_round = 0;
+#pragma unroll
+            for (int w = 0; w < WARPS; ++w) {
+                const int c = warp_stores[k * 32 + w];
+                before += w < warp ? c : 0;
+                in_round += c;
+            }
+            unsigned int pending = ballot;
+            while (pending) {
+                const int src = __ffs(pending) - 1;
+                pending &= pending - 1;
+                const int rank = region_used + band_stores + before
+                    + __popc(ballot & ((1u << src) - 1u));
+                if (rank >= region_cap) {
+                    if (lane == 0)
+                        *overflow = 1;
+                    continue;
+                }
+                const int p = k * T + warp * 32 + src;
+                const int i = lo + p / nx, j = p % nx;
+                const long long r = (long long)b * region_cap + rank;
+                WINDOW_T* w = region_win + r * WINDOW_SIZE;
+                for (int tap = lane; tap < WINDOW_SIZE; tap += 32) {
+                    const int yy = i - RY + tap / CLUSTER_NX, xx = j - RX + tap % CLUSTER_NX;
+                    w[tap] = (0 <= yy && yy < ny && 0 <= xx && xx < nx)
+                        ? stored_value(tile[(yy - t_lo) * nx + xx]) : (WINDOW_T)0;
+                }
+                if (lane == 0) {
+                    region_pos[3 * r] = i;
+                    region_pos[3 * r + 1] = j;
+                    region_pos[3 * r + 2] = fs;
+                }
+            }
+            band_stores += in_round;
+        }
+        if (tid == 0)
+            counts[fs * G + b] = band_stores;
+        region_used += band_stores;
+    };
+
+#if COMMON_MODE
+    // Each pass leaves the block's sums zeroed behind it: only the first frame's start here.
+    for (int r = tid; r < n_regions; r += T) {
+        cm_sums[r] = 0;
+        cm_counts[r] = 0;
+    }
+    __syncthreads();
+#endif
+
+    // Two block barriers per frame (and those of the common-mode estimate): one before the
+    // band publishes, one after the halo copy. Each shared buffer is written and read on
+    // opposite sides of one of them:
+    //   tiles[f & 1]  written with frame f's values and halo before f's second barrier;
+    //                 read by classify(f) after it and by write_stores(f) before frame
+    //                 f + 1's second; written again by values(f + 2), after that
+    //   warp_stores   written by classify(f) after f's second barrier; read by
+    //                 write_stores(f) between frame f + 1's first and second; written
+    //                 again by classify(f + 1), after that
+    //   cm_*          the estimate's own barriers, each grid barrier a block barrier first
     for (int f = 0; f < n_frames; ++f) {
         STATE_T* slot = exchange + (f & 1) * frame_px;
+        STATE_T* tile = tiles + (f & 1) * tile_px;
         const long long map = map_slot[f];
 
 #if GAIN_SWITCHING
@@ -435,12 +525,8 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
 
 #if COMMON_MODE
         // The offsets of the frame from its frame-start values (_common_mode.estimate_*).
-        for (int r = tid; r < n_regions; r += T) {
-            cm_sums[r] = 0;
-            cm_counts[r] = 0;
-            cm_centre[r] = (STATE_T)0;
-        }
-        __syncthreads();
+        // cm_centre still holds the previous frame's offsets, read by its pushes until the
+        // first grid barrier: pass 0 is centred on 0 (c_0) without reading it.
         for (int pass = 0; pass < 2; ++pass) {
 #pragma unroll
             for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
@@ -458,7 +544,8 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
                         const STATE_T v0 = pixel_value(raw[k], __ldg(&off[band + p]), s_r[k], N);
                         const STATE_T thr = pixel_threshold(
                             s_r[k], s2_r[k], __ldg(&rms_fixed[band + p]), fixed, N, nsig);
-                        if (fabs(v0 - cm_centre[label]) <= thr)
+                        const STATE_T centre = pass == 0 ? (STATE_T)0 : cm_centre[label];
+                        if (fabs(v0 - centre) <= thr)
                             q = fixed_point(v0);
                         else
                             label = -1;
@@ -525,28 +612,34 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
                 next[k] = next_frame[p];
         }
 
-        // Exchange the halo rows with the neighbouring bands.
+        // Publish the edge rows, write the previous frame's stores while the neighbouring
+        // bands catch up, then copy the halo rows from them. Every thread acquires the flags
+        // itself, so its own loads of the halo see the neighbours' rows without a block
+        // barrier between the wait and the copy. A band passes frame f's wait only once
+        // both neighbours have published f, which they do after their copy of frame f - 1,
+        // so it writes frame f + 1's edge rows (slot (f + 1) & 1) only after every read of
+        // frame f - 1's in that slot: a band is at most one frame ahead, which two slots allow.
         __syncthreads();
+        if (G > 1 && tid == 0)
+            publish(&sync[b * FLAG_STRIDE], f + 1);
+        if (f > 0)
+            write_stores(f - 1);
         if (G > 1) {
-            if (tid == 0) {
-                publish(&sync[b * FLAG_STRIDE], f + 1);
-                if (b > 0)
-                    await(&sync[(b - 1) * FLAG_STRIDE], f + 1);
-                if (b < G - 1)
-                    await(&sync[(b + 1) * FLAG_STRIDE], f + 1);
-            }
-            __syncthreads();
+            if (b > 0)
+                await(&sync[(b - 1) * FLAG_STRIDE], f + 1);
+            if (b < G - 1)
+                await(&sync[(b + 1) * FLAG_STRIDE], f + 1);
             const int above = (lo - t_lo) * nx, below = (t_hi - hi) * nx;
             for (int k = tid; k < above + below; k += T) {
                 const long long idx = k < above ? (long long)t_lo * nx + k
                                                 : (long long)hi * nx + (k - above);
                 tile[idx - (long long)t_lo * nx] = __ldcg(&slot[idx]);
             }
-            __syncthreads();
         }
+        __syncthreads();
 
         // Classify, push the quiet pixels, note the stores.
-        unsigned int stores = 0;
+        stores = 0;
 #pragma unroll
         for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
             const int p = k * T + tid;
@@ -607,64 +700,19 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
             }
         }
 
-        // Rank the stores in raster order: round by round, warp by warp, lane by lane.
-        unsigned int ballots[PIXELS_PER_THREAD];
+        // Each warp's stores per round, for write_stores in the next frame.
 #pragma unroll
         for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
-            ballots[k] = __ballot_sync(0xffffffffu, (stores >> k) & 1u);
+            const unsigned int ballot = __ballot_sync(0xffffffffu, (stores >> k) & 1u);
             if (lane == 0 && k < rounds)
-                warp_stores[k * 32 + warp] = __popc(ballots[k]);
+                warp_stores[k * 32 + warp] = __popc(ballot);
         }
-        __syncthreads();
-        int band_stores = 0;
-#pragma unroll
-        for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
-            if (k >= rounds)
-                break;
-            int before = 0, in_round = 0;
-#pragma unroll
-            for (int w = 0; w < WARPS; ++w) {
-                const int c = warp_stores[k * 32 + w];
-                before += w < warp ? c : 0;
-                in_round += c;
-            }
-            // Each store of the round is written by the whole warp, one tap per lane.
-            unsigned int pending = ballots[k];
-            while (pending) {
-                const int src = __ffs(pending) - 1;
-                pending &= pending - 1;
-                const int rank = region_used + band_stores + before
-                    + __popc(ballots[k] & ((1u << src) - 1u));
-                if (rank >= region_cap) {
-                    if (lane == 0)
-                        *overflow = 1;
-                    continue;
-                }
-                const int p = k * T + warp * 32 + src;
-                const int i = lo + p / nx, j = p % nx;
-                const long long r = (long long)b * region_cap + rank;
-                WINDOW_T* w = region_win + r * WINDOW_SIZE;
-                for (int tap = lane; tap < WINDOW_SIZE; tap += 32) {
-                    const int yy = i - RY + tap / CLUSTER_NX, xx = j - RX + tap % CLUSTER_NX;
-                    w[tap] = (0 <= yy && yy < ny && 0 <= xx && xx < nx)
-                        ? stored_value(tile[(yy - t_lo) * nx + xx]) : (WINDOW_T)0;
-                }
-                if (lane == 0) {
-                    region_pos[3 * r] = i;
-                    region_pos[3 * r + 1] = j;
-                    region_pos[3 * r + 2] = f;
-                }
-            }
-            band_stores += in_round;
-        }
-        if (tid == 0)
-            counts[f * G + b] = band_stores;
-        region_used += band_stores;
 #pragma unroll
         for (int k = 0; k < PIXELS_PER_THREAD; ++k)
             raw[k] = next[k];
-        __syncthreads();   // the tile and the store counts are rewritten by the next frame
     }
+    __syncthreads();   // the last frame's warp_stores
+    write_stores(n_frames - 1);   // the host launches at least one frame
 
 #pragma unroll
     for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
@@ -709,7 +757,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
         return;
 
     // Move this band's kept clusters to the compact output, in raster order per frame.
-    int* band_first = (int*)tile;                // [n_frames] rank of the frame's first cluster
+    int* band_first = (int*)tiles;               // [n_frames] rank of the frame's first cluster
     {
         const int qf = (n_frames + T - 1) / T;
         const int f_lo = min(tid * qf, n_frames), f_hi = min(f_lo + qf, n_frames);

@@ -297,7 +297,7 @@ def test_not_ready_pedestal_is_refused_with_counts():
     ({"max_clusters_per_frame": 0}, "max_clusters_per_frame"),
     ({"on_truncation": "ignore"}, "on_truncation"),
     ({"chunk_frames": 0}, "chunk_frames"),
-    ({"window_dtype": "int16"}, "window_dtype"),
+    ({"window_dtype": "int8"}, "window_dtype"),
 ])
 def test_bad_parameters_are_refused(kwargs, message):
     ped = Pedestal((4, 4), 1)

@@ -71,7 +71,7 @@ def test_timing_models_cover_the_registered_finders():
     ({"max_clusters_per_frame": 0}, "max_clusters_per_frame must be a positive integer"),
     ({"max_clusters_per_frame": 2.0}, "max_clusters_per_frame"),
     ({"max_clusters_per_frame": True}, "max_clusters_per_frame"),
-    ({"window_dtype": "int16"}, "window_dtype"), ({"n_pedestal": 0}, "n_pedestal"),
+    ({"window_dtype": "int8"}, "window_dtype"), ({"n_pedestal": 0}, "n_pedestal"),
 ])
 def test_spec_refuses_bad_values(changes, message):
     with pytest.raises(ValueError, match=message):

@@ -37,7 +37,7 @@ def register(subparsers) -> None:
     parser.add_argument("target", type=Path, metavar="OUT", help="a .clust or a result .nc")
     parser.add_argument("--dtype", choices=tuple(AARE_FORMATS),
                         help="value type of the cluster file (writing: default the result's "
-                             "window dtype; reading: default int32)")
+                             "window dtype, int32 for int16; reading: default int32)")
     parser.add_argument("--cluster-size", type=cluster_size, metavar="NYxNX",
                         help="reading: the file's cluster size (default 3x3)")
     parser.add_argument("--frame-shape", type=frame_shape, metavar="NYxNX",
@@ -47,7 +47,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``aare-lab convert``."""
-    from ..clusterfile import read_clusterfile, write_clusterfile
+    from ..clusterfile import file_dtype, read_clusterfile, write_clusterfile
     from ..results import load_result, save_result
 
     kinds = (args.source.suffix, args.target.suffix)
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
                              "a result brings its own")
         result = load_result(args.source)
         write_clusterfile(result, args.target, dtype=args.dtype)
-        dtype = args.dtype or result["window"].dtype.name
+        dtype = args.dtype or file_dtype(result["window"].dtype.name)
     elif kinds == SUFFIXES[::-1]:
         dtype = args.dtype or "int32"
         result = read_clusterfile(args.source, args.cluster_size or (3, 3), dtype,

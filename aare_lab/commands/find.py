@@ -7,12 +7,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..jungfrau import JungfrauCalibration
 from ..pipeline import check_frame_shapes, train_pedestal
 from ..results import truncated_frames
 from ..sources import open_source, split_dark
 from .options import (
+    add_calibration_option,
     add_finder_options,
+    calibrated,
     finder_options,
     finder_spec,
     load_pedestal,
@@ -40,10 +41,7 @@ def register(subparsers) -> None:
                         help="write the pedestal as trained, before the data frames move "
                              "it, for later runs' --pedestal (.nc)")
     add_finder_options(parser)
-    parser.add_argument("--calibration", type=Path, metavar="FILE",
-                        help="a JUNGFRAU calibration (.nc, JungfrauCalibration.save): the "
-                             "frames are raw with gain bits, the dark frames all G0, and "
-                             "windows (float32) and energies are in keV")
+    add_calibration_option(parser)
     parser.add_argument("--branch-maps", nargs="?", const="all", metavar="FRAMES",
                         help="store branch maps: all frames, or comma-separated frame numbers")
     parser.add_argument("--out", required=True, type=Path, help="result file (.nc)")
@@ -71,10 +69,7 @@ def run(args: argparse.Namespace) -> int:
     such as the ``--save-pedestal`` of a calibrated run (whose dark frames were checked);
     one trained on raw frames with gain bits would be taken as it is.
     """
-    spec = finder_spec(args)
-    if args.calibration is not None:
-        spec = spec.replace(calibration=JungfrauCalibration.load(args.calibration),
-                            window_dtype="float32")
+    spec = calibrated(finder_spec(args), args.calibration)
     if sum(option is not None for option in (args.dark, args.n_dark, args.pedestal)) != 1:
         raise ValueError("give exactly one of --dark FILE, --n-dark K or --pedestal FILE")
     if args.out.suffix != ".nc":
@@ -82,13 +77,7 @@ def run(args: argparse.Namespace) -> int:
     frames = open_source(args.frames)
     progress = not args.quiet
     if args.pedestal is not None:
-        pedestal, spec = load_pedestal(args.pedestal, spec)
-        if spec.calibration is not None \
-                and pedestal.frame_shape != spec.calibration.frame_shape:
-            (py, px), (cy, cx) = pedestal.frame_shape, spec.calibration.frame_shape
-            raise ValueError(f"the pedestal in {args.pedestal} is for {py}x{px} frames but the "
-                             f"calibration in {args.calibration} for {cy}x{cx}: give the G0 "
-                             "pedestal of this module (--save-pedestal of a calibrated run)")
+        pedestal, spec = load_pedestal(args.pedestal, spec, args.calibration)
     else:
         if args.n_dark is not None:
             dark, frames = split_dark(frames, args.n_dark)

@@ -7,7 +7,9 @@ from pathlib import Path
 
 from ..live import LiveRun, fixed_edges
 from .options import (
+    add_calibration_option,
     add_finder_options,
+    calibrated,
     finder_options,
     finder_spec,
     load_pedestal,
@@ -23,8 +25,9 @@ def register(subparsers) -> None:
         "live", help="find clusters in slsReceiver's ZeroMQ stream live, headless",
         description="Subscribe to slsReceiver's ZeroMQ stream (or aare-lab stream-sim), find "
                     "clusters while frames arrive, print the counts periodically and keep "
-                    "DIR/spectrum.nc (the cluster-energy spectrum on fixed bins) and "
-                    "DIR/stats.json (the stream's counts) up to date: every --interval, "
+                    "DIR/spectrum.nc (the cluster-energy spectrum on fixed bins, in keV "
+                    "with --calibration) and DIR/stats.json (the stream's counts, and the "
+                    "pixels flagged with --calibration) up to date: every --interval, "
                     "when the run ends (with --stop-at-end: at the first end of "
                     "acquisition) and on SIGINT/SIGTERM.",
     )
@@ -34,11 +37,14 @@ def register(subparsers) -> None:
     dark = parser.add_mutually_exclusive_group(required=True)
     dark.add_argument("--n-dark", type=positive_int, metavar="N",
                       help="train the pedestal on the first N frames of the stream (at "
-                           "least --n-pedestal; dark frames, taken before the beam is on)")
+                           "least --n-pedestal; dark frames, taken before the beam is on; "
+                           "all G0 with --calibration)")
     dark.add_argument("--pedestal", type=Path, metavar="FILE",
                       help="a trained pedestal (aare-lab find --save-pedestal); it brings "
-                           "its own N, dtype and noise mode")
+                           "its own N, dtype and noise mode (with --calibration: the G0 "
+                           "pedestal of a calibrated run)")
     add_finder_options(parser)
+    add_calibration_option(parser)
     parser.add_argument("--out", required=True, type=Path, metavar="DIR",
                         help="folder for spectrum.nc, stats.json (and clusters.nc)")
     parser.add_argument("--stop-at-end", action="store_true",
@@ -51,12 +57,14 @@ def register(subparsers) -> None:
                              "interval, so memory holds one interval's clusters)")
     parser.add_argument("--interval", type=positive_float, default=2.0, metavar="S",
                         help="seconds between writes and status lines (default 2)")
-    parser.add_argument("--energy-range", type=int, nargs=2, default=(0, 2000),
+    parser.add_argument("--energy-range", type=float, nargs=2, default=(None, None),
                         metavar=("LOW", "HIGH"),
-                        help="the spectrum's fixed range in ADU, edges LOW-0.5 ... HIGH-0.5 "
-                             "(default 0 2000); clusters outside are counted")
-    parser.add_argument("--bin-width", type=positive_int, default=10, metavar="ADU",
-                        help="bin width in whole ADU (default 10)")
+                        help="the spectrum's fixed range: in ADU edges LOW-0.5 ... HIGH-0.5 "
+                             "(default 0 2000), in keV with --calibration LOW ... HIGH "
+                             "(default 0 50); clusters outside are counted")
+    parser.add_argument("--bin-width", type=positive_float, default=None, metavar="WIDTH",
+                        help="bin width: whole ADU (default 10), or keV with --calibration "
+                             "(default 0.1)")
     parser.add_argument("--incomplete", choices=("skip", "mask"), default="skip",
                         help="frames with lost packets: skip them (default) or find clusters "
                              "with their missing pixels masked")
@@ -70,11 +78,11 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``aare-lab live``."""
     from ..sources.sls_stream import StreamSource
 
-    spec = finder_spec(args)
-    edges = fixed_edges(*args.energy_range, args.bin_width)
+    spec = calibrated(finder_spec(args), args.calibration)
+    edges = fixed_edges(*args.energy_range, args.bin_width, units=spec.units)
     pedestal = None
     if args.pedestal is not None:
-        pedestal, spec = load_pedestal(args.pedestal, spec)
+        pedestal, spec = load_pedestal(args.pedestal, spec, args.calibration)
     options = finder_options(args)
     chunk_frames = 512 if spec.finder == "cuda" else 64
     with StreamSource(args.endpoints, chunk_frames=chunk_frames,
@@ -83,9 +91,10 @@ def run(args: argparse.Namespace) -> int:
         live = LiveRun(source, spec, args.out, pedestal=pedestal, n_dark=args.n_dark,
                        edges=edges, clusters=args.clusters, interval=args.interval,
                        duration=args.duration, on_truncation=args.on_truncation,
-                       report=lambda line: print(line, flush=True), **options)
-        print(f"live: {source.describe()} with the {spec.finder} finder; writing to "
-              f"{args.out}/ every {args.interval:g} s", flush=True)
+                       report=lambda line: print(line, flush=True),
+                       calibration_name=f"the calibration in {args.calibration}", **options)
+        print(f"live: {source.describe()} with the {spec.finder} finder, energies in "
+              f"{spec.units}; writing to {args.out}/ every {args.interval:g} s", flush=True)
         with stop_on_signals(live.stop):
             live.run()
     print(f"live: {live.ended_by}; {live.frames:,} data frames, {live.n_clusters:,} "

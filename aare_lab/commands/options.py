@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from .. import checks
 from ..common_mode import PRESETS, load_label_map
 from ..finders import get_finder
-from ..params import parse_cluster_size
+from ..jungfrau import JungfrauCalibration
+from ..params import WINDOW_DTYPES, parse_cluster_size
 from ..pedestal import NOISE_MODES, PEDESTAL_DTYPES, Pedestal
 from ..spec import FinderSpec
 
@@ -74,13 +76,36 @@ def add_finder_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--noise", choices=NOISE_MODES, default=PEDESTAL_DEFAULTS["noise"],
                        help="'fixed' freezes the rms when training ends (default running)")
     group.add_argument("--common-mode", type=common_mode, default=None,
-                       metavar="none|moench03|jungfrau|FILE",
+                       metavar="none|moench03|jungfrau|jungfrau-rows|FILE",
                        help="subtract a per-frame offset per region: MÖNCH03 supercolumns, "
-                            "JUNGFRAU chips, or a .npy label map (-1: excluded); default none")
+                            "JUNGFRAU chips, each row of each JUNGFRAU chip, or a .npy label "
+                            "map (-1: excluded); default none")
     group.add_argument("--cap", type=positive_int, default=None, metavar="N",
                        help="max_clusters_per_frame (default: unbounded)")
     group.add_argument("--on-truncation", choices=("warn", "error"), default="warn",
                        help="what a frame over the cap does (error: exit code 3)")
+    group.add_argument("--window-dtype", metavar="{" + ",".join(WINDOW_DTYPES) + "}",
+                       help="stored window values: int32 rounded half away from zero (the "
+                            "default); int16 rounded and saturated to -32768..32767, half "
+                            "int32's bytes (taps at those limits are counted per frame, "
+                            "n_window_clipped, and warned about); float32 or float64 as "
+                            "read (float32 is the default with --calibration)")
+
+
+def window_dtype(args: argparse.Namespace) -> str:
+    """``--window-dtype``, or its default: int32, float32 with a ``--calibration``.
+
+    Raises
+    ------
+    ValueError
+        For a value that is not one of `aare_lab.params.WINDOW_DTYPES`.
+    """
+    if args.window_dtype is None:
+        return "int32" if getattr(args, "calibration", None) is None else "float32"
+    if args.window_dtype not in WINDOW_DTYPES:
+        raise ValueError(f"--window-dtype {args.window_dtype}: choose one of "
+                         f"{', '.join(WINDOW_DTYPES)}")
+    return args.window_dtype
 
 
 def finder_spec(args: argparse.Namespace) -> FinderSpec:
@@ -89,14 +114,14 @@ def finder_spec(args: argparse.Namespace) -> FinderSpec:
     Raises
     ------
     ValueError
-        For ``--threads`` with another finder than frozen.
+        For ``--threads`` with another finder than frozen, or a bad ``--window-dtype``.
     GpuUnavailable
         For ``--finder cuda`` without a usable GPU, before any frame is read.
     """
     if args.threads is not None and args.finder != "frozen":
         raise ValueError("--threads applies to the frozen finder only")
     spec = FinderSpec(args.finder, args.n_sigma, args.cluster_size, args.pedestal_dtype,
-                      args.noise, args.cap, n_pedestal=args.n_pedestal,
+                      args.noise, args.cap, window_dtype(args), n_pedestal=args.n_pedestal,
                       common_mode=args.common_mode)
     get_finder(spec.finder).require_available()
     return spec
@@ -107,18 +132,44 @@ def finder_options(args: argparse.Namespace) -> dict:
     return {} if args.threads is None else {"threads": args.threads}
 
 
-def load_pedestal(path, spec: FinderSpec) -> tuple[Pedestal, FinderSpec]:
-    """Load a ``--pedestal FILE`` and the spec that fits it.
+def add_calibration_option(parser: argparse.ArgumentParser) -> None:
+    """``--calibration FILE``: raw JUNGFRAU frames, found in keV (`calibrated`)."""
+    parser.add_argument("--calibration", type=Path, metavar="FILE",
+                        help="a JUNGFRAU calibration (.nc, JungfrauCalibration.save): the "
+                             "frames are raw with gain bits, the dark frames all G0, and "
+                             "windows (float32) and energies are in keV")
 
-    A pedestal file brings its own N, dtype and noise mode; ``--n-pedestal``,
-    ``--pedestal-dtype`` or ``--noise`` set to a value that is neither its default nor the
-    file's is refused rather than silently replaced.
+
+def calibrated(spec: FinderSpec, path) -> FinderSpec:
+    """``spec`` with the JUNGFRAU calibration in ``path`` (in keV; the windows float32
+    unless ``--window-dtype`` says otherwise, `window_dtype`), or ``spec`` itself when
+    ``path`` is None.
 
     Raises
     ------
     FileNotFoundError, ValueError
-        For a missing file, one that is not a pedestal, an untrained pedestal, or
-        options that contradict it.
+        For a missing file or one that is not a JUNGFRAU calibration, naming it, or
+        an integer window dtype.
+    """
+    if path is None:
+        return spec
+    return spec.replace(calibration=JungfrauCalibration.load(path))
+
+
+def load_pedestal(path, spec: FinderSpec,
+                  calibration_file=None) -> tuple[Pedestal, FinderSpec]:
+    """Load a ``--pedestal FILE`` and the spec that fits it.
+
+    A pedestal file brings its own N, dtype and noise mode; ``--n-pedestal``,
+    ``--pedestal-dtype`` or ``--noise`` set to a value that is neither its default nor the
+    file's is refused rather than silently replaced. With a calibration in ``spec`` (from
+    ``calibration_file``, `calibrated`) the pedestal must be for its frame shape.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        For a missing file, one that is not a pedestal, an untrained pedestal, options
+        that contradict it, or a pedestal for other frames than the calibration.
     """
     pedestal = Pedestal.load(path)
     if not pedestal.ready:
@@ -131,4 +182,9 @@ def load_pedestal(path, spec: FinderSpec) -> tuple[Pedestal, FinderSpec]:
         if given not in (PEDESTAL_DEFAULTS[name], value):
             raise ValueError(f"--{name.replace('_', '-')} {given} contradicts the pedestal in "
                              f"{path} ({value}); leave the option out, the file brings its own")
+    if spec.calibration is not None and pedestal.frame_shape != spec.calibration.frame_shape:
+        (py, px), (cy, cx) = pedestal.frame_shape, spec.calibration.frame_shape
+        raise ValueError(f"the pedestal in {path} is for {py}x{px} frames but the "
+                         f"calibration in {calibration_file} for {cy}x{cx}: give the G0 "
+                         "pedestal of this module (--save-pedestal of a calibrated run)")
     return pedestal, spec.replace(**own)

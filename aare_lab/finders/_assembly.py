@@ -6,7 +6,9 @@ asked for. The memory sink copies each batch into arrays that grow by doubling, 
 the first batch's cluster density, and hands views of them to the Dataset: one copy per
 value, no concatenation, no fresh allocation per chunk once the run's density is known.
 The file sink writes each batch (`aare_lab.result_store`). Either way the cluster energies
-are summed per batch on a few threads, while its windows are in cache.
+are summed per batch on a few threads, while its windows are in cache. int16 windows'
+taps at the limits are counted per frame by `aare_lab.clipping.clipped_taps`, batch by
+batch.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Self
 import numpy as np
 import xarray as xr
 
+from ..clipping import CLIPPED_VARIABLE, clipped_taps, counts_clipping
 from ..parallel import parallel_copy, parallel_ranges
 from ..result_store import ResultWriter
 from ..results import window_energies
@@ -120,6 +123,9 @@ class MemorySink:
         self._make = make
         self._fields = {name: GrowingRows(value) for name, value in _fields(empty, want).items()}
         self._energy = GrowingRows(np.zeros(0))
+        # Per frame, int16 windows' taps at the limits: counted batch by batch, in cache.
+        self._clipped = GrowingRows(np.zeros(0, np.int64)) \
+            if counts_clipping(empty.windows.dtype.name) else None
         self._n_frames = n_frames
         n_maps = len(want) if isinstance(want, set) else n_frames if want else 0
         for name, rows in self._fields.items():
@@ -146,10 +152,14 @@ class MemorySink:
             if name not in CLUSTER_FIELDS:
                 src = getattr(batch, name)
                 parallel_copy(src, rows.take(len(src)))
+        if self._clipped is not None:
+            self._clipped.take(len(batch.n_kept))[...] = clipped_taps(targets["windows"],
+                                                                      batch.n_kept)
 
     def result(self) -> xr.Dataset:
         """The result Dataset; its arrays are views of the grown buffers."""
-        return self._make(energy=self._energy.data,
+        clipped = {} if self._clipped is None else {CLIPPED_VARIABLE: self._clipped.data}
+        return self._make(energy=self._energy.data, **clipped,
                           **{name: rows.data for name, rows in self._fields.items()})
 
     def __enter__(self) -> Self:
@@ -188,6 +198,8 @@ class FileSink:
         columns = {VARIABLES.get(name, name): value
                    for name, value in _fields(batch, self._want).items()}
         columns["energy"] = energy
+        if counts_clipping(windows.dtype.name):
+            columns[CLIPPED_VARIABLE] = clipped_taps(windows, batch.n_kept)
         self._writer.append(columns)
 
     def __enter__(self) -> Self:

@@ -9,7 +9,10 @@ pixel's sums tap by tap. `classify` then turns them into a branch code.
 Twin: ``kernels/frozen.cu`` mirrors ``classify`` and ``store_window`` line for line.
 """
 
+import numpy as np
 from numba import njit
+from numba.extending import overload
+from numba.np.numpy_support import as_dtype
 
 from .._arith import (
     NEG_SKIP,
@@ -20,6 +23,7 @@ from .._arith import (
     TEST3_STORE,
     round_half_away,
 )
+from ..params import SATURATED_WINDOW_DTYPES
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -107,9 +111,34 @@ def is_store(code):
     return code == TEST1_STORE or code == TEST3_STORE
 
 
+def saturated(value, out):
+    """``value`` limited to the range of ``out``'s dtype if that is a saturated window dtype
+    (`aare_lab.params.SATURATED_WINDOW_DTYPES`), else ``value`` itself."""
+    dtype = np.asarray(out).dtype
+    if dtype.name not in SATURATED_WINDOW_DTYPES:
+        return value
+    info = np.iinfo(dtype)
+    return min(max(value, info.min), info.max)
+
+
+@overload(saturated, jit_options={"cache": True, "nogil": True, "error_model": "numpy"})
+def _saturated(value, out):
+    # Decided when the caller compiles, from the buffer's dtype: int32 and float windows
+    # compile to the plain conversion, as before.
+    if as_dtype(out.dtype).name not in SATURATED_WINDOW_DTYPES:
+        return lambda value, out: value
+    info = np.iinfo(as_dtype(out.dtype))
+    low, high = float(info.min), float(info.max)
+    return lambda value, out: min(max(value, low), high)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def store_window(v, i, j, ry, rx, round_values, out, k):
-    """Write the window of ``(i, j)`` into ``out[k]`` in raster order; outside taps are 0."""
+    """Write the window of ``(i, j)`` into ``out[k]`` in raster order; outside taps are 0.
+
+    With ``round_values`` a value is rounded half away from zero, then `saturated` to an
+    int16 ``out``'s range (a conversion would wrap it).
+    """
     ny, nx = v.shape
     for a in range(2 * ry + 1):
         yy = i - ry + a
@@ -117,7 +146,7 @@ def store_window(v, i, j, ry, rx, round_values, out, k):
             xx = j - rx + b
             if 0 <= yy < ny and 0 <= xx < nx:
                 if round_values:
-                    out[k, a, b] = round_half_away(v[yy, xx])
+                    out[k, a, b] = saturated(round_half_away(v[yy, xx]), out)
                 else:
                     out[k, a, b] = v[yy, xx]
             else:

@@ -17,8 +17,10 @@ from tqdm.auto import tqdm
 
 from ..capacity import ON_TRUNCATION, cap_to_attr, report_truncation, truncation_message
 from ..checks import positive_int
+from ..clipping import report_clipping
 from ..dark_quality import assess_dark
 from ..frames import as_frame_stack
+from ..params import INTEGER_WINDOW_DTYPES
 from ..pedestal import Pedestal
 from ..result_store import open_result
 from ..results import make_result
@@ -89,7 +91,8 @@ class Finder(ABC):
     max_clusters_per_frame
         Capacity per frame (the first ones in raster order are kept); None: unbounded.
     window_dtype
-        ``"int32"`` (rounded half away from zero), ``"float32"`` or ``"float64"``.
+        ``"int32"`` (rounded half away from zero), ``"int16"`` (rounded, saturated and
+        counted: `aare_lab.spec.FinderSpec`), ``"float32"`` or ``"float64"``.
     on_truncation
         ``"warn"`` (default) or ``"error"`` when a frame exceeds the capacity.
     chunk_frames
@@ -226,6 +229,9 @@ class Finder(ABC):
 
         Warns
         -----
+        aare_lab.clipping.WindowClippedWarning
+            With int16 windows, when stored values sit at the int16 limits (the count per
+            frame is ``n_window_clipped``).
         aare_lab.result_store.IncompleteResultWarning
             With ``out``, when the run stops early (an exception, Ctrl-C): the file keeps
             every chunk completed before, marked ``complete = 0``.
@@ -339,12 +345,14 @@ class Finder(ABC):
                                  frame_shape=self.pedestal.frame_shape, dark=dark)
 
     def _report(self, ds: xr.Dataset, tally: RunTally, dark) -> xr.Dataset:
-        """Report truncation, warn about missing branch maps and the dark frames."""
+        """Report truncation, warn about missing branch maps, clipped int16 windows and
+        the dark frames."""
         missing = tally.missing_maps
         if missing:
             warnings.warn(f"branch maps were requested for frames not in this run: "
                           f"{missing[:20]}{' ...' if len(missing) > 20 else ''}",
                           stacklevel=3)
+        report_clipping(ds, stacklevel=3)
         message = truncation_message(*tally.truncated, self.spec.max_clusters_per_frame,
                                      n_frames=tally.n_frames)
         report_truncation(message, self.on_truncation, ds)
@@ -427,7 +435,7 @@ class CpuFinder(Finder):
             gs = (*self._gs_scratch, n_flagged)
         win, ys, xs, fidx, n_out = self._run(
             frames, cap=cap_to_attr(self.spec.max_clusters_per_frame),
-            round_values=self.spec.window_dtype == "int32",
+            round_values=self.spec.window_dtype in INTEGER_WINDOW_DTYPES,
             win=win, ys=ys, xs=xs, fidx=fidx, n_found=n_found, n_kept=n_kept,
             map_slot=slot, maps=maps, cm=cm, gs=gs)
         self._out = (win, ys, xs, fidx)

@@ -18,6 +18,7 @@ import xarray as xr
 
 from ..capacity import report_truncation, truncation_message
 from ..checks import positive_int
+from ..clipping import counts_clipping
 from ..gpu.device import cupy_or_raise
 from ..gpu.engine import FrozenEngine, Launch
 from ..gpu.feed import HOST_MEMORY, HostFeed
@@ -150,7 +151,18 @@ class CudaFinder(Finder):
         xarray.Dataset
             ``counts(energy)``, optionally ``pixel_counts(y, x, energy)``, and
             ``n_found``/``n_kept`` per frame.
+
+        Raises
+        ------
+        ValueError
+            For a finder of int16 windows: their energies may be clipped sums, which only
+            the shipped windows can tell (`aare_lab.clipping`), and a spectrum ships none.
         """
+        if counts_clipping(self.spec.window_dtype):
+            raise ValueError(
+                f"spectrum() ships no windows, so it cannot report {self.spec.window_dtype} "
+                "windows clipped at their limits (and saves nothing by them): make the finder "
+                "with window_dtype='int32', or use find()")
         bins = positive_int("bins", bins)
         lo, hi = (float(v) for v in range)
         if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):

@@ -160,11 +160,12 @@ class FrozenEngine:
                 f"a {ny}x{nx} frame is too large for the cuda finder: a band of {band_max} rows "
                 f"would need {per_thread} pixels per thread, at most {MAX_PIXELS_PER_THREAD} fit "
                 "in registers; split the frame (e.g. per detector module)")
-        tile = (band_max + 2 * ry) * nx * self.state_dtype.itemsize
+        # Two tiles of the band and its halo, one per frame parity (``tiles`` in the source).
+        tiles = 2 * (band_max + 2 * ry) * nx * self.state_dtype.itemsize
         # Per region the block's sums, counts and offsets (``cm_bytes`` in the source).
         cm_bytes = -(-self.n_regions * (16 + self.state_dtype.itemsize) // 16) * 16
         self.shared = (SCAN_BYTES + per_thread * 32 * 4 + cm_bytes
-                       + max(tile, 4 * self.chunk_frames))
+                       + max(tiles, 4 * self.chunk_frames))
         device = cp.cuda.Device()
         limit = cp.cuda.runtime.deviceGetAttribute(_ATTR_SHARED_OPTIN, device.id)
         if self.shared > limit:

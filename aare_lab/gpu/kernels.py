@@ -17,6 +17,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..params import INTEGER_WINDOW_DTYPES, SATURATED_WINDOW_DTYPES
 from .device import cupy_or_raise
 
 SOURCE = "frozen.cu"
@@ -36,7 +37,7 @@ FLAG_STRIDE = 32
 #: The register budget allows at most this many pixels per thread (a power of two).
 MAX_PIXELS_PER_THREAD = 16
 
-_C_TYPES = {"float32": "float", "float64": "double", "int32": "int"}
+_C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int16": "short"}
 _loaded: dict[tuple, object] = {}
 _lock = threading.Lock()
 
@@ -59,7 +60,8 @@ class KernelSpec:
         ny, nx = self.cluster_size
         return (f"-DSTATE_T={_C_TYPES[self.state_dtype]}",
                 f"-DWINDOW_T={_C_TYPES[self.window_dtype]}",
-                f"-DROUND_WINDOW={int(self.window_dtype == 'int32')}",
+                f"-DROUND_WINDOW={int(self.window_dtype in INTEGER_WINDOW_DTYPES)}",
+                f"-DSATURATE_WINDOW={int(self.window_dtype in SATURATED_WINDOW_DTYPES)}",
                 f"-DCLUSTER_NY={ny}", f"-DCLUSTER_NX={nx}",
                 f"-DPIXELS_PER_THREAD={self.pixels_per_thread}", f"-DFRAME_NX={self.frame_nx}",
                 f"-DMAX_THREADS={self.threads}", f"-DCOMMON_MODE={int(self.common_mode)}",

@@ -13,7 +13,7 @@ import xarray as xr
 from ..binning import count
 from ..capacity import TruncationError
 from ..finders import available_finders, get_finder
-from ..live import DEFAULT_EDGES
+from ..live import DEFAULT_EDGES, DEFAULT_KEV_EDGES
 from ..params import parse_cluster_size
 from ..pedestal import Pedestal
 from ..pipeline import train_pedestal
@@ -30,8 +30,6 @@ from .run import default_n_pedestal
 
 #: Seconds between peak fits on the consumer thread.
 FIT_EVERY = 0.5
-#: The default bins of a calibrated (keV) spectrum: 0.1 keV wide from 0 to 50 keV.
-DEFAULT_KEV_EDGES = np.linspace(0.0, 50.0, 501)
 
 
 class Snapshot(NamedTuple):
@@ -70,8 +68,8 @@ class LiveSpectrum(InteractiveWidget):
         JUNGFRAU calibration the spectrum is in keV.
     bins
         Fixed bin edges in the spec's units (`aare_lab.FinderSpec.units`); default
-        `aare_lab.live.DEFAULT_EDGES` in ADU, `DEFAULT_KEV_EDGES` in keV. Clusters
-        outside are counted.
+        `aare_lab.live.DEFAULT_EDGES` in ADU, `aare_lab.live.DEFAULT_KEV_EDGES` in keV.
+        Clusters outside are counted.
     gain
         ADU per keV, for an uncalibrated spec: the energy axis in keV.
     chunk_frames

@@ -38,8 +38,10 @@ def artefacts():
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(artefacts):
+    # Module-scoped: while sync_playwright is open, the main thread has a running asyncio
+    # loop, which would break every later test that starts one (asyncio.run).
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
