@@ -13,16 +13,19 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-#: Threads of the shared pool: enough to saturate host memory bandwidth, no more.
+#: Threads of each pool: enough to saturate host memory bandwidth, no more.
 COPY_THREADS = max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                           else os.cpu_count() or 1))
 #: Below this many bytes the work runs on the calling thread: handing it out costs more.
 PARALLEL_MIN_BYTES = 1 << 20
 
-_pool: ThreadPoolExecutor | None = None
+#: One pool per kind of work, so that work of one kind does not queue behind another's
+#: (the GPU feed stages frames while the results of earlier chunks are copied).
+_pools: dict[str, ThreadPoolExecutor] = {}
 
 
-def parallel_ranges(work: Callable[[int, int], None], n: int, nbytes: int) -> None:
+def parallel_ranges(work: Callable[[int, int], None], n: int, nbytes: int, *,
+                    pool: str = "default") -> None:
     """Call ``work(start, stop)`` over consecutive pieces covering ``range(n)``.
 
     Parameters
@@ -34,27 +37,32 @@ def parallel_ranges(work: Callable[[int, int], None], n: int, nbytes: int) -> No
         Number of items.
     nbytes
         About how many bytes the whole work touches: small work runs in one piece here.
+    pool
+        The name of the pool of `COPY_THREADS` threads to run on (made at first use).
     """
-    global _pool
     pieces = min(COPY_THREADS, n)
     if nbytes < PARALLEL_MIN_BYTES or pieces <= 1:
         if n:
             work(0, n)
         return
-    if _pool is None:
-        _pool = ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="aare_lab-copy")
+    executor = _pools.get(pool)
+    if executor is None:
+        executor = _pools.setdefault(pool, ThreadPoolExecutor(
+            COPY_THREADS, thread_name_prefix=f"aare_lab-{pool}"))
     bounds = np.linspace(0, n, pieces + 1).astype(np.int64)
     # list() waits for every piece and re-raises the first failure here.
-    list(_pool.map(lambda k: work(int(bounds[k]), int(bounds[k + 1])), range(pieces)))
+    list(executor.map(lambda k: work(int(bounds[k]), int(bounds[k + 1])), range(pieces)))
 
 
-def parallel_copy(src: np.ndarray, dst: np.ndarray | None = None) -> np.ndarray:
-    """Copy ``src`` into ``dst`` (a new array when None) with a few threads; return ``dst``."""
+def parallel_copy(src: np.ndarray, dst: np.ndarray | None = None, *,
+                  pool: str = "default") -> np.ndarray:
+    """Copy ``src`` into ``dst`` (a new array when None) with a few threads of ``pool``
+    (`parallel_ranges`); return ``dst``."""
     if dst is None:
         dst = np.empty_like(src)
     if not dst.flags.c_contiguous:
         raise ValueError("parallel_copy writes into C-contiguous arrays only")
     flat_src, flat_dst = src.reshape(-1), dst.reshape(-1)
     parallel_ranges(lambda a, b: np.copyto(flat_dst[a:b], flat_src[a:b]), flat_src.size,
-                    flat_src.nbytes)
+                    flat_src.nbytes, pool=pool)
     return dst

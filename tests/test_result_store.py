@@ -6,6 +6,7 @@ leave a readable file of whole chunks that says it is incomplete.
 """
 
 import threading
+import time
 from contextlib import contextmanager
 
 import h5netcdf
@@ -233,3 +234,27 @@ def test_staging_ring_raises_the_source_error_in_order_and_stops_when_closed():
     next(staged)
     staged.close()
     assert not [t for t in threading.enumerate() if t.name == "aare_lab-stage"]
+
+
+def test_work_of_one_pool_does_not_wait_behind_another_pool():
+    """The GPU feed stages frames on its own pool while results are copied on another: a
+    piece of one pool's work never queues behind another pool's blocked work."""
+    from aare_lab.parallel import COPY_THREADS, PARALLEL_MIN_BYTES, parallel_ranges
+
+    released, blocked_all = threading.Event(), threading.Barrier(COPY_THREADS + 1)
+
+    def blocked(a, b):
+        blocked_all.wait(10)   # every thread of the pool is busy here
+        released.wait(10)
+
+    worker = threading.Thread(target=parallel_ranges, args=(blocked, COPY_THREADS,
+                                                             PARALLEL_MIN_BYTES),
+                              kwargs={"pool": "test-blocked"})
+    worker.start()
+    blocked_all.wait(10)
+    t0 = time.monotonic()
+    parallel_ranges(lambda a, b: released.set(), COPY_THREADS, PARALLEL_MIN_BYTES,
+                    pool="test-free")
+    waited = time.monotonic() - t0
+    worker.join(10)
+    assert released.is_set() and waited < 5

@@ -7,10 +7,12 @@ are copied as they are, and other frames reach the device in one of two ways:
 - ``"register"``: the caller's array is page-locked in place (``cudaHostRegister``) for the
   duration of a call, and each chunk is copied straight from it;
 - ``"stage"``: a worker thread reads the source ahead and copies each chunk (with a few
-  threads) into a ring of pinned staging buffers (`StagingRing`), from which the copy
-  engine moves it to the device. Pinned memory stays bounded (`STAGING_BUFFERS` chunks)
-  and is reused, and the host copy of the next chunks overlaps with the collection of the
-  previous chunk's clusters on the calling thread.
+  threads of their own, `aare_lab.parallel`'s ``"staging"`` pool, so that they never
+  wait behind the copies of the results) into a ring of pinned staging buffers
+  (`StagingRing`), from which the copy engine moves it to the device. Pinned memory
+  stays bounded (`STAGING_BUFFERS` chunks) and is reused, and the host copy of the next
+  chunks overlaps with the collection of the previous chunk's clusters on the calling
+  thread.
 
 Either way the copy of chunk k+1 runs on its own stream while the kernel of chunk k runs,
 into the device frame slot that chunk k-1 has finished with.
@@ -23,6 +25,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
+from functools import partial
 
 import numpy as np
 
@@ -57,7 +60,8 @@ class StagingRing:
 
     def __init__(self, buffers: list[np.ndarray],
                  worker_context: Callable[[], object] = nullcontext,
-                 copy: Callable[[np.ndarray, np.ndarray], object] = parallel_copy):
+                 copy: Callable[[np.ndarray, np.ndarray], object] = partial(parallel_copy,
+                                                                            pool="staging")):
         self.buffers = buffers
         self._context = worker_context
         self._copy = copy
