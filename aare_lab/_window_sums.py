@@ -25,13 +25,14 @@ def integer_window_sums(windows, out):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def taps_at_limits(windows, low, high, out):
-    """Write into ``out`` how many taps of each window ``(n, taps)`` equal ``low`` or
-    ``high``."""
-    n, taps = windows.shape
-    for i in range(n):
+def taps_at_limits(windows, starts, counts, low, high, out):
+    """Write into ``out[f]`` how many taps of the windows ``starts[f] .. starts[f] +
+    counts[f]`` of ``windows`` ``(n, taps)`` equal ``low`` or ``high``."""
+    taps = windows.shape[1]
+    for f in range(len(starts)):
         total = 0
-        for k in range(taps):
-            value = windows[i, k]
-            total += (value == low) | (value == high)
-        out[i] = total
+        for i in range(starts[f], starts[f] + counts[f]):
+            for k in range(taps):
+                value = windows[i, k]
+                total += (value == low) | (value == high)
+        out[f] = total

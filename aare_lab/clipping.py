@@ -72,13 +72,13 @@ def clipped_taps(windows: np.ndarray, n_kept: np.ndarray) -> np.ndarray:
     flat = np.ascontiguousarray(windows).reshape(len(windows), int(np.prod(windows.shape[1:])))
     info = np.iinfo(flat.dtype)
     low, high = flat.dtype.type(info.min), flat.dtype.type(info.max)
-    per_window = np.empty(len(flat), np.int64)
-    parallel_ranges(lambda a, b: taps_at_limits(flat[a:b], low, high, per_window[a:b]),
-                    len(flat), flat.nbytes)
-    # Per frame: differences of the running total at the frames' ends.
-    total = np.concatenate([[0], np.cumsum(per_window)])
-    ends = np.cumsum(n_kept)
-    return total[ends] - total[ends - n_kept]
+    starts = np.cumsum(n_kept) - n_kept
+    out = np.zeros(len(n_kept), np.int64)
+    # Frames to the threads: one pass over the windows, no array per window.
+    parallel_ranges(lambda a, b: taps_at_limits(flat, starts[a:b], n_kept[a:b], low, high,
+                                                out[a:b]),
+                    len(n_kept), flat.nbytes)
+    return out
 
 
 def clipping_message(result: xr.Dataset) -> str | None:

@@ -315,9 +315,9 @@ def main(argv=None):
                 n = {"slider_refind": args.slider_frames,
                      "find_out": len(part)}.get(name, args.frames)
                 run.update(summary(run["seconds"], n))
-            for threads in (512, 256):
-                kernel = kernel_seconds(cp, finder(block_threads=threads), dev, args.repeats)
-                runs["kernel" if threads == 512 else f"kernel_{threads}_threads"] = {
+            for block in (512, 256):
+                kernel = kernel_seconds(cp, finder(block_threads=block), dev, args.repeats)
+                runs["kernel" if block == 512 else f"kernel_{block}_threads"] = {
                     "seconds": kernel, **summary(kernel, args.frames),
                     "us_per_frame_best": min(kernel) / args.frames * 1e6}
             f = finder(block_threads=256)
