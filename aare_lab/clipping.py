@@ -39,6 +39,30 @@ def counts_clipping(window_dtype: str) -> bool:
     return window_dtype in SATURATED_WINDOW_DTYPES
 
 
+def refuse_clipping(window_dtype: str, where: str, instead: str) -> None:
+    """Raise for a saturated ``window_dtype`` where energies are binned without the windows
+    that could tell the clipped ones (`counts_clipping`).
+
+    Parameters
+    ----------
+    window_dtype
+        The finder's window dtype.
+    where
+        What refuses, for the message (``"spectrum()"``).
+    instead
+        What the user may do instead, beside ``window_dtype='int32'``.
+
+    Raises
+    ------
+    ValueError
+        For int16.
+    """
+    if counts_clipping(window_dtype):
+        raise ValueError(f"{where} bins cluster energies without their windows, so it cannot "
+                         f"report {window_dtype} windows clipped at their limits (and saves "
+                         f"nothing by them): use window_dtype='int32', or {instead}")
+
+
 def clipped_taps(windows: np.ndarray, n_kept: np.ndarray) -> np.ndarray:
     """Per frame, the stored taps at the limits of the windows' integer dtype.
 
@@ -118,5 +142,5 @@ def report_clipping(result: xr.Dataset, stacklevel: int = 2) -> None:
 
 
 __all__ = ["CLIPPED_VARIABLE", "WindowClippedWarning", "clipped_taps", "clipped_text",
-           "clipping_message",
+           "clipping_message", "refuse_clipping",
            "counts_clipping", "report_clipping"]

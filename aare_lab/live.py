@@ -9,7 +9,8 @@ first frames or starts from a trained one, finds clusters and keeps, in an outpu
   ``underflow`` and ``overflow`` attributes), as `aare_lab.results.spectrum` makes it: in
   ADU, or in keV when the spec has a JUNGFRAU calibration;
 - ``stats.json``: the source's counts, exactly the keys of ``stats.as_dict()``, and with a
-  calibration ``n_flagged``, the pixels of the data frames flagged so far (never photons);
+  calibration ``n_flagged``, the pixels of the data frames flagged so far (never photons),
+  with int16 windows ``n_window_clipped``, their taps at the int16 limits so far;
 - with ``clusters=True``, ``clusters.nc``: the usual result Dataset (`Finder.assemble`),
   appended at every write (`aare_lab.result_store.ResultWriter`: ``cluster`` and ``frame``
   grow), so memory holds one interval's clusters however long the run; marked complete
@@ -38,6 +39,7 @@ from .atomic import replace_atomically
 from .binning import count, integer_edges
 from .capacity import ON_TRUNCATION, report_truncation
 from .clipping import (
+    CLIPPED_VARIABLE,
     SHOWN_FRAMES,
     WindowClippedWarning,
     clipped_taps,
@@ -46,7 +48,7 @@ from .clipping import (
 )
 from .finders.base import ClusterBatch, Finder
 from .pedestal import Pedestal
-from .pipeline import _require_g0
+from .pipeline import require_g0
 from .readahead import read_ahead
 from .result_store import GROWING, ResultWriter
 from .results import counts_spectrum, window_energies, write_netcdf
@@ -229,6 +231,10 @@ class LiveRun:
             self._finish(complete=False)
             raise
         counts = self._finish(complete=True)
+        message = clipped_text(*self._clipped[:2], self.frames, self._clipped[2],
+                               self.spec.window_dtype)
+        if message is not None:
+            warnings.warn(message, WindowClippedWarning, stacklevel=2)
         if self.truncated:
             found, number = self._worst
             report_truncation(
@@ -236,10 +242,6 @@ class LiveRun:
                 f"{self.truncated:,} of {self.frames:,} frames ({self._cut:,} clusters "
                 f"dropped); the largest count was {found} in frame {number}. Raise the cap, "
                 "or see n_found/n_kept in clusters.nc.", self.on_truncation)
-        message = clipped_text(*self._clipped[:2], self.frames, self._clipped[2],
-                               self.spec.window_dtype)
-        if message is not None:
-            warnings.warn(message, WindowClippedWarning, stacklevel=2)
         return counts
 
     # ---------------------------------------------------------------- helpers
@@ -252,7 +254,7 @@ class LiveRun:
                                           self.spec.pedestal_dtype, self.spec.noise)
             k = min(self._dark_left, len(numbers))
             if self.spec.calibration is not None:
-                _require_g0(chunk._replace(numbers=numbers[:k], frames=frames[:k]),
+                require_g0(chunk._replace(numbers=numbers[:k], frames=frames[:k]),
                             self.source)
             self._pedestal.push_dark(frames[:k])
             self._dark_left -= k
@@ -320,8 +322,11 @@ class LiveRun:
 
     def _write(self) -> dict[str, int]:
         stream = self.source.stats.as_dict()
-        counts = stream if self.spec.calibration is None else \
-            {**stream, "n_flagged": self.n_flagged}
+        counts = dict(stream)
+        if self.spec.calibration is not None:
+            counts["n_flagged"] = self.n_flagged
+        if counts_clipping(self.spec.window_dtype):
+            counts[CLIPPED_VARIABLE] = self._clipped[0]
         spectrum = self.spectrum()
         write_netcdf(spectrum, self.out / "spectrum.nc")
         replace_atomically(self.out / "stats.json",

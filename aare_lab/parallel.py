@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-#: Threads of each pool: enough to saturate host memory bandwidth, no more.
+#: Threads of each pool: enough for one kind of work to saturate host memory bandwidth.
 COPY_THREADS = max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                           else os.cpu_count() or 1))
 #: Below this many bytes the work runs on the calling thread: handing it out costs more.

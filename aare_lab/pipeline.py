@@ -88,14 +88,14 @@ def train_pedestal(dark, n_pedestal: int = 1000, *, dtype: str = "float64",
     with tqdm(total=source.n_frames, unit="frame", desc="pedestal", disable=not progress) as bar:
         for chunk in source.chunks(DARK_CHUNK):
             if g0_only:
-                _require_g0(chunk, source)
+                require_g0(chunk, source)
             pedestal.push_dark(chunk.frames)
             bar.update(len(chunk.numbers))
     pedestal.require_ready()
     return pedestal
 
 
-def _require_g0(chunk, source: FrameSource) -> None:
+def require_g0(chunk, source: FrameSource) -> None:
     """Refuse a chunk of JUNGFRAU dark frames with a pixel outside G0 (gain bits 00)."""
     switched = np.count_nonzero(chunk.frames >> ADC_BITS, axis=(1, 2))
     if switched.any():

@@ -122,7 +122,7 @@ class Detector:
         ``±common_mode_jump_adu`` (random sign), as seen on real JUNGFRAU dark frames.
     common_mode_regions
         The layout of the regions, a preset of `aare_lab.common_mode` (``"moench03"``,
-        ``"jungfrau"``) that fits ``frame_shape``.
+        ``"jungfrau"``, ``"jungfrau-rows"``) that fits ``frame_shape``.
     """
 
     frame_shape: tuple[int, int] = (400, 400)

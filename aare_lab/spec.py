@@ -66,8 +66,9 @@ class FinderSpec:
     n_pedestal
         The pedestal window N; None takes that of the pedestal the finder is given.
     common_mode
-        None or ``"none"`` (no correction), ``"moench03"``, ``"jungfrau"``, a label map or
-        a `aare_lab.common_mode.CommonMode`; stored as a `CommonMode` or None.
+        None or ``"none"`` (no correction), ``"moench03"``, ``"jungfrau"``,
+        ``"jungfrau-rows"``, a label map or a `aare_lab.common_mode.CommonMode`; stored as a
+        `CommonMode` or None.
     calibration
         None, or a `aare_lab.jungfrau.JungfrauCalibration`: the frames are raw JUNGFRAU
         values with gain bits and everything found is in keV (docs/algorithm.md, "JUNGFRAU

@@ -7,6 +7,7 @@ The reference is an int32 run of the same frames (int32 is proven against aare),
 with NumPy; the counts are recounted from it with NumPy.
 """
 
+import json
 import threading
 import warnings
 
@@ -304,6 +305,18 @@ def test_live_run_warns_of_clipped_windows_once(run, tmp_path):
         sender.join(30)
     messages = [str(w.message) for w in caught if w.category is WindowClippedWarning]
     counts = offline["n_window_clipped"].to_numpy()
+    assert json.loads((tmp_path / "stats.json").read_text())["n_window_clipped"] == counts.sum()
     assert len(messages) == 1
     assert messages[0].startswith(f"{counts.sum():,} stored window values in "
                                   f"{np.count_nonzero(counts)} of {len(frames)} frames")
+
+
+def test_widgets_refuse_int16_windows(run):
+    """The widgets bin energies without keeping the windows: int16 would clip unreported."""
+    from aare_lab.widgets import FinderControls, LiveSpectrum
+
+    dark, frames = run
+    spec = FinderSpec("frozen", n_pedestal=N_PEDESTAL, window_dtype="int16")
+    for widget in (FinderControls, LiveSpectrum):
+        with pytest.raises(ValueError, match=f"{widget.__name__} bins cluster energies.*'int32'"):
+            widget(frames, dark, spec=spec)

@@ -137,7 +137,8 @@ def add_calibration_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calibration", type=Path, metavar="FILE",
                         help="a JUNGFRAU calibration (.nc, JungfrauCalibration.save): the "
                              "frames are raw with gain bits, the dark frames all G0, and "
-                             "windows (float32) and energies are in keV")
+                             "windows (float32 unless --window-dtype float64) and energies are "
+                             "in keV")
 
 
 def calibrated(spec: FinderSpec, path) -> FinderSpec:
@@ -185,6 +186,7 @@ def load_pedestal(path, spec: FinderSpec,
     if spec.calibration is not None and pedestal.frame_shape != spec.calibration.frame_shape:
         (py, px), (cy, cx) = pedestal.frame_shape, spec.calibration.frame_shape
         raise ValueError(f"the pedestal in {path} is for {py}x{px} frames but the "
-                         f"calibration in {calibration_file} for {cy}x{cx}: give the G0 "
+                         f"calibration{'' if calibration_file is None else ' in ' + str(calibration_file)} "
+                         f"for {cy}x{cx}: give the G0 "
                          "pedestal of this module (--save-pedestal of a calibrated run)")
     return pedestal, spec.replace(**own)

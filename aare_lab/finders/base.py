@@ -98,8 +98,9 @@ class Finder(ABC):
     chunk_frames
         Frames handed to the compiled loop at a time; results do not depend on it.
     common_mode
-        None (default) or ``"none"``; ``"moench03"``, ``"jungfrau"`` or a label map (see
-        `aare_lab.common_mode.CommonMode`): subtract a per-frame offset per region.
+        None (default) or ``"none"``; ``"moench03"``, ``"jungfrau"``, ``"jungfrau-rows"``
+        or a label map (see `aare_lab.common_mode.CommonMode`): subtract a per-frame offset
+        per region.
     calibration
         None (default), or a `aare_lab.jungfrau.JungfrauCalibration` of the frames' shape:
         the frames are raw JUNGFRAU values with gain bits, the pedestal is the G0 pedestal

@@ -18,7 +18,7 @@ import xarray as xr
 
 from ..capacity import report_truncation, truncation_message
 from ..checks import positive_int
-from ..clipping import counts_clipping
+from ..clipping import refuse_clipping
 from ..gpu.device import cupy_or_raise
 from ..gpu.engine import FrozenEngine, Launch
 from ..gpu.feed import HOST_MEMORY, HostFeed
@@ -158,11 +158,7 @@ class CudaFinder(Finder):
             For a finder of int16 windows: their energies may be clipped sums, which only
             the shipped windows can tell (`aare_lab.clipping`), and a spectrum ships none.
         """
-        if counts_clipping(self.spec.window_dtype):
-            raise ValueError(
-                f"spectrum() ships no windows, so it cannot report {self.spec.window_dtype} "
-                "windows clipped at their limits (and saves nothing by them): make the finder "
-                "with window_dtype='int32', or use find()")
+        refuse_clipping(self.spec.window_dtype, "spectrum()", "use find()")
         bins = positive_int("bins", bins)
         lo, hi = (float(v) for v in range)
         if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):

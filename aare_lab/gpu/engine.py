@@ -78,7 +78,7 @@ class FrozenEngine:
     state_dtype
         ``"float64"`` or ``"float32"`` (centred), as the host `Pedestal`.
     window_dtype
-        ``"int32"``, ``"float32"`` or ``"float64"``.
+        ``"int32"``, ``"int16"``, ``"float32"`` or ``"float64"``.
     cluster_size
         ``(ny, nx)`` of the window, both odd.
     chunk_frames
@@ -169,11 +169,18 @@ class FrozenEngine:
         device = cp.cuda.Device()
         limit = cp.cuda.runtime.deviceGetAttribute(_ATTR_SHARED_OPTIN, device.id)
         if self.shared > limit:
+            regions = (f", {cm_bytes} for {self.n_regions} common-mode regions"
+                       if cm_bytes else "")
+            remedies = ["use float32 state", "split the frame (e.g. per detector module)"]
+            if cm_bytes:
+                remedies.append("use fewer common-mode regions")
+            if 4 * self.chunk_frames > tiles:
+                remedies.append("lower chunk_frames")
             raise ValueError(
                 f"a {ny}x{nx} frame is too wide for the cuda finder with "
                 f"{self.state_dtype.name} state: one band of {band_max} rows needs "
-                f"{self.shared} bytes of shared memory, this GPU has {limit}; split the frame "
-                "(e.g. per detector module), use float32, or lower chunk_frames"
+                f"{self.shared} bytes of shared memory ({tiles} for its two tiles{regions}), "
+                f"this GPU has {limit}; {', '.join(remedies[:-1])} or {remedies[-1]}"
             )
         with cuda_context("compiling the frozen kernel"):
             self.spec = KernelSpec(self.state_dtype.name, self.window_dtype.name,

@@ -6,6 +6,7 @@ import ipywidgets as widgets
 import numpy as np
 
 from ..checks import positive_int
+from ..clipping import refuse_clipping
 from ..finders import FINDERS, available_finders
 from ..params import parse_cluster_size
 from ..pedestal import NOISE_MODES, PEDESTAL_DTYPES
@@ -66,6 +67,8 @@ class FinderControls(InteractiveWidget):
                  preview_frames: int | None = None, clusters: bool = True,
                  bins: np.ndarray | None = None, gain: float | None = None,
                  interactive: bool | None = None, max_hz: float = 4.0):
+        if spec is not None:
+            refuse_clipping(spec.window_dtype, "FinderControls", "find() the clusters")
         super().__init__(interactive=interactive, max_hz=max_hz)
         finders = available_finders()
         if spec is None:

@@ -12,6 +12,7 @@ import xarray as xr
 
 from ..binning import count
 from ..capacity import TruncationError
+from ..clipping import refuse_clipping
 from ..finders import available_finders, get_finder
 from ..live import DEFAULT_EDGES, DEFAULT_KEV_EDGES
 from ..params import parse_cluster_size
@@ -92,6 +93,7 @@ class LiveSpectrum(InteractiveWidget):
         self._consumer: _Consumer | None = None
         if spec is None:
             spec = FinderSpec("cuda" if "cuda" in available_finders() else "frozen")
+        refuse_clipping(spec.window_dtype, "LiveSpectrum", "find() the clusters offline")
         if gain and spec.units != "ADU":
             raise ValueError(f"a calibrated spec gives energies in {spec.units} already: gain "
                              "converts ADU, leave it out")
