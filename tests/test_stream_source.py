@@ -432,3 +432,31 @@ def test_stream_sim_sends_the_simulated_run_and_ends_it_on_ctrl_c():
     headers = [h for _, part in chunks for h in part]
     assert headers[0][0]["progress"] == pytest.approx(100 * numbers[0] / 1004, rel=1e-5)
     assert {h[0]["detType"] for h in headers} == {5}
+
+
+def test_stream_sim_waits_for_its_subscriber_so_no_frame_is_missed():
+    with zmq.Context() as context, context.socket(zmq.PUB) as probe:
+        probe.bind("tcp://127.0.0.1:0")
+        endpoint = probe.getsockopt(zmq.LAST_ENDPOINT).decode()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "aare_lab.cli", "stream-sim", "--endpoint", endpoint,
+         "--frames", "7", "--n-dark", "2", "--bank", "3", "--rate", "1000",
+         "--wait-subscribers", "1"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().startswith("waiting for 1 subscriber(s) on ")
+        time.sleep(1.0)   # longer than the slow-joiner pause: still nothing sent
+        assert process.poll() is None
+        with StreamSource(endpoint, frame_shape=(400, 400), receive_timeout=60) as source:
+            numbers = [n for chunk in source.chunks() for n in chunk.numbers.tolist()]
+    finally:
+        out = process.communicate(timeout=60)[0]
+    assert process.returncode == 0, out
+    assert numbers == list(range(1, 10))   # from the very first frame
+
+
+def test_stream_sim_gives_up_waiting_with_exit_1(capsys):
+    from aare_lab.cli import main
+
+    assert main(["stream-sim", "--endpoint", "tcp://127.0.0.1:0", "--frames", "1",
+                 "--wait-subscribers", "1", "--wait-timeout", "0.3"]) == 1
+    assert "0 of 1 subscribers" in capsys.readouterr().err

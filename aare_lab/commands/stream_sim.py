@@ -46,6 +46,12 @@ def register(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--bank", type=positive_int, default=BANK,
                         help=f"distinct simulated frames of each kind ({BANK})")
+    parser.add_argument("--wait-subscribers", type=int, default=0, metavar="N",
+                        help="wait until N subscribers have subscribed on every interface "
+                             "before the first frame, so that none misses the start (0: "
+                             f"start at once, {SLOW_JOINER:g} s after binding)")
+    parser.add_argument("--wait-timeout", type=positive_float, default=60.0, metavar="S",
+                        help="seconds to wait for them, then exit 1 (60)")
     parser.add_argument("--from", dest="source", metavar="FILE", default=None,
                         help="send the frames of FILE (anything `find` reads) instead of "
                              "simulated ones")
@@ -56,8 +62,9 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``aare-lab stream-sim``."""
     from ..streamsim import MODULE_SHAPES, StreamPublisher
 
-    if args.n_dark < 0:
-        raise ValueError(f"--n-dark must be >= 0, got {args.n_dark}")
+    for option, value in (("--n-dark", args.n_dark), ("--wait-subscribers", args.wait_subscribers)):
+        if value < 0:
+            raise ValueError(f"{option} must be >= 0, got {value}")
     if args.source is not None:
         if args.n_dark:
             raise ValueError("--n-dark simulates dark frames: with --from the file's frames "
@@ -76,7 +83,13 @@ def run(args: argparse.Namespace) -> int:
         what = f"simulated {args.detector} frames (seed {args.seed})"
     with StreamPublisher(args.endpoint, detector=args.detector, interfaces=args.interfaces,
                          total_frames=args.n_dark + args.frames) as publisher:
-        time.sleep(SLOW_JOINER)
+        if args.wait_subscribers:
+            print(f"waiting for {args.wait_subscribers} subscriber(s) on "
+                  f"{', '.join(publisher.endpoints)} (at most {args.wait_timeout:g} s)",
+                  flush=True)
+            publisher.wait_for_subscribers(args.wait_subscribers, args.wait_timeout)
+        else:
+            time.sleep(SLOW_JOINER)
         ny, nx = frames.shape[1:]
         print(f"publishing on {', '.join(publisher.endpoints)}: {args.acquisitions} "
               f"acquisition(s) of {args.n_dark} dark + {args.frames} frames, {ny}x{nx}, "
