@@ -274,7 +274,8 @@ def test_cuda_spectrum_refuses_int16_windows(run):
 
     dark, frames = run
     finder = CudaFinder(trained(dark), 4.0, 3, window_dtype="int16")
-    with pytest.raises(ValueError, match="ships no windows.*window_dtype='int32'"):
+    with pytest.raises(ValueError, match=r"spectrum\(\) bins cluster energies without "
+                                         r"their windows.*window_dtype='int32'"):
         finder.spectrum(frames, progress=False)
 
 
