@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..finders import get_finder
 from ..live import LiveRun, fixed_edges
 from .options import (
     add_calibration_option,
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.pedestal is not None:
         pedestal, spec = load_pedestal(args.pedestal, spec, args.calibration)
     options = finder_options(args)
-    chunk_frames = 512 if spec.finder == "cuda" else 64
+    chunk_frames = get_finder(spec.finder).default_chunk_frames
     with StreamSource(args.endpoints, chunk_frames=chunk_frames,
                       queue_chunks=args.queue_chunks, incomplete=args.incomplete,
                       stop_at_end=args.stop_at_end) as source:

@@ -96,7 +96,8 @@ class Finder(ABC):
     on_truncation
         ``"warn"`` (default) or ``"error"`` when a frame exceeds the capacity.
     chunk_frames
-        Frames handed to the compiled loop at a time; results do not depend on it.
+        Frames handed to the compiled loop at a time (default `default_chunk_frames`);
+        results do not depend on it.
     common_mode
         None (default) or ``"none"``; ``"moench03"``, ``"jungfrau"``, ``"jungfrau-rows"``
         or a label map (see `aare_lab.common_mode.CommonMode`): subtract a per-frame offset
@@ -114,17 +115,20 @@ class Finder(ABC):
     """
 
     name: ClassVar[str]
+    #: Frames per chunk when ``chunk_frames`` is not given.
+    default_chunk_frames: ClassVar[int] = 64
 
     def __init__(self, pedestal: Pedestal, n_sigma: float = 5.0,
                  cluster_size: int | str | tuple[int, int] = (3, 3),
                  max_clusters_per_frame: int | None = None, *, window_dtype: str = "int32",
-                 on_truncation: str = "warn", chunk_frames: int = 64, common_mode=None,
+                 on_truncation: str = "warn", chunk_frames: int | None = None, common_mode=None,
                  calibration=None):
         if not isinstance(pedestal, Pedestal):
             raise TypeError(f"pedestal must be an aare_lab.Pedestal, got {type(pedestal).__name__}")
         if on_truncation not in ON_TRUNCATION:
             raise ValueError(f"on_truncation must be 'warn' or 'error', got {on_truncation!r}")
-        self.chunk_frames = positive_int("chunk_frames", chunk_frames)
+        self.chunk_frames = positive_int(
+            "chunk_frames", self.default_chunk_frames if chunk_frames is None else chunk_frames)
         self.pedestal = pedestal
         self.spec = FinderSpec(self.name, n_sigma, cluster_size, pedestal.dtype.name,
                                pedestal.noise, max_clusters_per_frame, window_dtype,

@@ -27,8 +27,6 @@ from ..results import energy_coords
 from ..sources import ArraySource, FrameSource
 from .base import ClusterBatch, Finder
 
-DEFAULT_CHUNK_FRAMES = 512
-
 
 class DeviceSnapshot(NamedTuple):
     """A copy of a finder's pedestal state, kept on the GPU (see `CudaFinder.snapshot`)."""
@@ -66,9 +64,9 @@ class CudaFinder(Finder):
     """
 
     name = "cuda"
+    default_chunk_frames = 512
 
     def __init__(self, *args, host_memory: str = "auto", block_threads: int = 512, **kwargs):
-        kwargs.setdefault("chunk_frames", DEFAULT_CHUNK_FRAMES)
         super().__init__(*args, **kwargs)
         if host_memory not in HOST_MEMORY:
             raise ValueError(f"host_memory must be one of {', '.join(HOST_MEMORY)}, "

@@ -106,7 +106,7 @@ class LiveSpectrum(InteractiveWidget):
             bins = DEFAULT_EDGES if spec.units == "ADU" else DEFAULT_KEV_EDGES
         self.edges = np.asarray(bins, float)
         self.gain, self.fit_window = gain, fit_window
-        self.chunk_frames = chunk_frames or (512 if spec.finder == "cuda" else 64)
+        self.chunk_frames = chunk_frames or get_finder(spec.finder).default_chunk_frames
         self._paused = threading.Event()
         self._spec = spec
         self.latest: Snapshot | None = None
