@@ -24,7 +24,7 @@ import xarray as xr
 
 from ._arith import G0
 from .branches import Branch, cf_flag_attrs
-from .finders._gain import FLAGGED, pixel_status
+from .finders._gain import FLAGGED, calibration_arrays, pixel_status
 from .jungfrau import ADC_MASK, JungfrauCalibration
 from .labels import as_labelled
 from .params import format_cluster_size
@@ -101,19 +101,28 @@ class Explanation:
         return {name: row[name].item() for name in row.data_vars}
 
 
+def _reading(spec: FinderSpec, pedestal: Pedestal) -> tuple:
+    """What a finder reads every frame through, made once per explanation: its calibration
+    cast to the pedestal dtype as the finder casts it (`calibration_arrays`), and its
+    common-mode label map (None where it has none)."""
+    labels = None if spec.common_mode is None else spec.common_mode.labels(pedestal.frame_shape)
+    return calibration_arrays(spec.calibration, pedestal), labels
+
+
 def _site_numbers(frame: np.ndarray, state: dict, codes: np.ndarray, config: FinderSpec,
-                  pedestal: Pedestal, y: int, x: int, offsets: np.ndarray | None) -> dict:
+                  pedestal: Pedestal, y: int, x: int, offsets: np.ndarray | None,
+                  reading: tuple) -> dict:
     """Recompute the decision at ``(y, x)`` in the pedestal dtype, as the finder reads it.
 
     ``offsets`` are the frame's common-mode offsets per region (None without common mode).
-    With a calibration the values and threshold are in keV, the calibration cast to the
-    pedestal dtype as the finder casts it.
+    ``reading`` is the finder's `_reading`. With a calibration the values and threshold
+    are in keV.
     """
     t = pedestal.dtype.type
     calibrated = config.calibration is not None
+    cal, labels = reading
     if calibrated:
-        cal_ped = config.calibration.pedestal.astype(pedestal.dtype)
-        cal_gain = config.calibration.gain.astype(pedestal.dtype)
+        cal_ped, cal_gain = cal
     n_, nsig = pedestal.N, t(config.n_sigma)
     cy, cx = config.cluster_size
     ry, rx = cy // 2, cx // 2
@@ -123,7 +132,6 @@ def _site_numbers(frame: np.ndarray, state: dict, codes: np.ndarray, config: Fin
     shape = (cy, cx)
     mean, rms, v = (np.full(shape, np.nan) for _ in range(3))
     updated = np.zeros(shape, bool)
-    labels = None if offsets is None else config.common_mode.labels(frame.shape)
     values = []
     for a in range(cy):
         for b in range(cx):
@@ -136,7 +144,7 @@ def _site_numbers(frame: np.ndarray, state: dict, codes: np.ndarray, config: Fin
             s, s2 = state["s"][yy, xx], state["s2"][yy, xx]
             yv = xt - off
             # The common mode corrects G0 values only; other stages are outside its estimate.
-            if labels is not None and labels[yy, xx] >= 0 and status == G0:
+            if offsets is not None and labels[yy, xx] >= 0 and status == G0:
                 yv = yv - offsets[labels[yy, xx]]
             if serial and (a, b) < (ry, rx) and codes[yy, xx] == Branch.QUIET_UPDATE \
                     and status == G0:
@@ -189,7 +197,7 @@ def _site_numbers(frame: np.ndarray, state: dict, codes: np.ndarray, config: Fin
                            margin_ulps=margin / _ulp(magnitude, pedestal.dtype),
                            margin_f32_ulps=margin / _ulp(magnitude, np.float32),
                            same_in_float32=bool(np.float32(lhs) == np.float32(rhs)))
-    region = -1 if labels is None else int(labels[y, x])
+    region = -1 if offsets is None else int(labels[y, x])
     return dict(common_mode=float(offsets[region]) if region >= 0 else np.nan, region=region,
                 mean=mean, rms=rms, v=v, updated=updated, thr=float(thr), c3=float(c3),
                 c3_thr=float(c3_thr), m=float(m), tot=float(tot), max_others=float(max_others),
@@ -382,6 +390,7 @@ def explain_sites(frames, sites: Sequence[tuple[int, int, int]],
     runners = [c.replace(finder=c.timing_model, max_clusters_per_frame=None,
                          n_pedestal=p.n_pedestal).make_finder(p.copy())
                for c, p in zip(configs, pedestals)]
+    readings = [_reading(r.spec, r.pedestal) for r in runners]
     wanted = sorted({f for f, _, _ in sites})
     done: dict[tuple[int, int, int], Explanation] = {}
 
@@ -404,9 +413,10 @@ def explain_sites(frames, sites: Sequence[tuple[int, int, int]],
                                if "common_mode" in result else None)
             for f, y, x in sites:
                 if f == number and (f, y, x) not in done:
-                    numbers = [_site_numbers(frame, s, c, cfg, r.pedestal, y, x, o)
-                               for s, c, cfg, r, o in zip(states, codes, configs, runners,
-                                                          offsets)]
+                    numbers = [_site_numbers(frame, s, c, cfg, r.pedestal, y, x, o, reading)
+                               for s, c, cfg, r, o, reading in zip(states, codes, configs,
+                                                                   runners, offsets,
+                                                                   readings)]
                     done[f, y, x] = _build(number, y, x, frame, labels, configs,
                                            [r.pedestal for r in runners], states, numbers)
             wanted.remove(number)
