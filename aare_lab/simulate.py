@@ -386,6 +386,8 @@ class Simulator:
         self._maps = self._make_maps()
         self._common_labels = CommonMode(self._detector.common_mode_regions).labels(
             self._detector.frame_shape) if self._detector.has_common_mode else None
+        self._n_regions = (0 if self._common_labels is None
+                           else int(self._common_labels.max()) + 1)
 
     @property
     def detector(self) -> Detector:
@@ -464,8 +466,7 @@ class Simulator:
         if self._common_labels is None:
             return None
         rng = self._rng(_DARK_COMMON_STREAM if stream == "dark" else _DATA_COMMON_STREAM, k)
-        offsets = det.common_mode_sigma_adu * rng.standard_normal(
-            int(self._common_labels.max()) + 1)
+        offsets = det.common_mode_sigma_adu * rng.standard_normal(self._n_regions)
         if rng.random() < det.common_mode_jump_probability:
             offsets += det.common_mode_jump_adu * rng.choice([-1.0, 1.0])
         return offsets

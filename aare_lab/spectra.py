@@ -50,7 +50,7 @@ def spectra(results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
         For results in different units (calibrated and uncalibrated).
     """
     labels, results = as_labelled(results, labels)
-    units = {str(r["energy"].attrs.get("units", "ADU")) for r in results}
+    units = {spectrum_units(r) for r in results}
     if len(units) > 1:
         raise ValueError("the results' energies are in different units "
                          f"({', '.join(sorted(units))}): compare calibrated (keV) and "

@@ -172,11 +172,12 @@ class CudaFinder(Finder):
         numbers = np.concatenate([b.frame_numbers for b in parts]) if parts else np.zeros(0, int)
         n_found = np.concatenate([b.n_found for b in parts]) if parts else np.zeros(0, int)
         n_kept = np.concatenate([b.n_kept for b in parts]) if parts else np.zeros(0, int)
+        attrs = self.spec.attrs
         ds = xr.Dataset(
             {"counts": ("energy", counts, {"long_name": "clusters per energy bin"}),
              "n_found": ("frame", n_found), "n_kept": ("frame", n_kept)},
             coords={**energy_coords(edges, self.spec.units), "frame": numbers},
-            attrs={key: self.spec.attrs[key]
+            attrs={key: attrs[key]
                    for key in ("finder", "n_sigma", "cluster_size", "pedestal_dtype")},
         )
         if pixel is not None:
