@@ -257,7 +257,8 @@ def read_clusterfile(path: str | os.PathLike, cluster_size=(3, 3), dtype: str = 
     frames = numbers[first]
     per_frame = np.add.reduceat(counts, np.flatnonzero(first)) if len(frames) else counts
     if len(np.unique(frames)) != len(frames):
-        repeated = frames[np.flatnonzero(np.diff(np.sort(frames)) == 0)]
+        ordered = np.sort(frames)
+        repeated = ordered[1:][np.diff(ordered) == 0]
         raise ValueError(f"{path}: frame number {int(repeated[0])} appears again after other "
                          "frames; aare_lab results hold each frame once")
     ys, xs = clusters["y"].astype(np.int32), clusters["x"].astype(np.int32)

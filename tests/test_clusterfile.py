@@ -160,6 +160,9 @@ def test_one_frame_in_consecutive_records_is_one_frame(tmp_path):
     (tmp_path / "c.clust").write_bytes(data + data[:-8])  # 7, 8, 7
     with pytest.raises(ValueError, match="frame number 7 appears again"):
         read_clusterfile(tmp_path / "c.clust", 3, "float64")
+    (tmp_path / "d.clust").write_bytes(data[-8:] + data)  # 8, 7, 8
+    with pytest.raises(ValueError, match="frame number 8 appears again"):
+        read_clusterfile(tmp_path / "d.clust", 3, "float64")
 
 
 def test_damaged_or_mismatched_files_are_refused(tmp_path):
