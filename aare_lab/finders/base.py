@@ -304,8 +304,7 @@ class Finder(ABC):
         """The batches of ``source``, chunk by chunk.
 
         With ``borrow`` the caller copies each batch before it asks for the next, so a
-        finder may hand out views of buffers it reuses (the CPU finders' batches own their
-        arrays either way).
+        finder may hand out views of buffers it reuses.
         """
         for chunk in source.chunks(self.chunk_frames):
             yield self.process_chunk(chunk.frames, chunk.numbers, wanted)
@@ -418,6 +417,16 @@ class CpuFinder(Finder):
             For frames the compiled loop cannot take (it would read and write outside
             its buffers): another dtype, dimension, frame shape or a non-contiguous stack.
         """
+        return self._chunk(frames, numbers, branch_maps, copy=True)
+
+    def _process_source(self, source: FrameSource, wanted: bool | set[int],
+                        borrow: bool = False) -> Iterator[ClusterBatch]:
+        for chunk in source.chunks(self.chunk_frames):
+            yield self._chunk(chunk.frames, chunk.numbers, wanted, copy=not borrow)
+
+    def _chunk(self, frames, numbers, branch_maps, copy: bool) -> ClusterBatch:
+        """`process_chunk`; without ``copy`` the clusters are views of the reused output
+        buffers, valid until the next chunk."""
         ped = self.pedestal
         ped.require_ready()
         frames = as_frame_stack(frames, ped.frame_shape)
@@ -444,11 +453,12 @@ class CpuFinder(Finder):
             win=win, ys=ys, xs=xs, fidx=fidx, n_found=n_found, n_kept=n_kept,
             map_slot=slot, maps=maps, cm=cm, gs=gs)
         self._out = (win, ys, xs, fidx)
+        keep = np.copy if copy else np.asarray
         return ClusterBatch(
             frame_numbers=np.asarray(numbers, np.int64), n_found=n_found, n_kept=n_kept,
             cluster_frame=np.asarray(numbers, np.int64)[fidx[:n_out]],
-            cluster_y=ys[:n_out].copy(), cluster_x=xs[:n_out].copy(),
-            windows=win[:n_out].copy(), branch_maps=maps,
+            cluster_y=keep(ys[:n_out]), cluster_x=keep(xs[:n_out]),
+            windows=keep(win[:n_out]), branch_maps=maps,
             branch_frames=np.asarray(numbers, np.int64)[slot >= 0],
             common_mode=cm_c, common_mode_pixels=cm_n, n_flagged=n_flagged,
         )
