@@ -92,6 +92,8 @@ MUST_DECLARE_CONTROL = {"01_quickstart.ipynb", "04_beamtime_live_spectra.ipynb"}
 
 CANVAS_SELECTOR = ".jupyter-matplotlib-canvas-div canvas"  # per figure: the image, then the overlay
 CANVAS_DIV_SELECTOR = ".jupyter-matplotlib-canvas-div"
+#: Seconds an empty canvas is given, after the kernel went idle, to receive its image.
+CANVAS_GRACE_S = 20.0
 FIGURE_SELECTOR = ".jupyter-matplotlib"
 CONTROL_SELECTOR = ", ".join(
     f".jupyter-widgets{kind}"
@@ -386,6 +388,11 @@ class CanvasShot:
     digest: str
     colours: int
 
+    @property
+    def looks_empty(self) -> bool:
+        """Too small, or fewer than 3 colours: no figure drawn into it yet."""
+        return self.width < 10 or self.height < 10 or self.colours < 3
+
     @classmethod
     def from_js(cls, items: list[dict]) -> "CanvasShot":
         """A figure's canvases: the digest covers all their pixels; the size and the
@@ -612,16 +619,30 @@ class NotebookRun:
         problems = []
         want_canvases = int(self.spec.get("canvases", 1))
         want_controls = int(self.spec.get("controls", 1))
-        shots = self.canvases()
+        # A figure's image comes in its own messages after the kernel went idle (the front
+        # end asks for it once the view is laid out), so an empty canvas is given a while
+        # to fill before it counts as a problem; how long it took goes into the report.
+        t0 = time.monotonic()
+        while True:
+            shots = self.canvases()
+            empty = [i for i, shot in enumerate(shots[:want_canvases]) if shot.looks_empty]
+            if not empty or time.monotonic() - t0 > CANVAS_GRACE_S:
+                break
+            time.sleep(0.25)
+        if time.monotonic() - t0 > 0.5:
+            self.report.checks.append(
+                f"canvas(es) {empty or 'all'} {'still empty' if empty else 'drawn'} "
+                f"{time.monotonic() - t0:.1f} s after the kernel went idle"
+            )
         self.report.canvases = len(shots)
         self.report.controls = self.page.locator(CONTROL_SELECTOR).count()
         if len(shots) < want_canvases:
             problems.append(
                 f"{len(shots)} ipympl canvas(es) ({CANVAS_SELECTOR}) in the page, at least {want_canvases} expected"
             )
-        for i, shot in enumerate(shots[:want_canvases] if want_canvases else []):
-            if shot.width < 10 or shot.height < 10 or shot.colours < 3:
-                problems.append(f"canvas {i} looks empty ({shot.width}×{shot.height}, {shot.colours} colours)")
+        for i in empty:
+            shot = shots[i]
+            problems.append(f"canvas {i} looks empty ({shot.width}×{shot.height}, {shot.colours} colours)")
         if self.report.controls < want_controls:
             problems.append(f"{self.report.controls} ipywidgets control(s) in the page, at least {want_controls} expected")
         return problems
