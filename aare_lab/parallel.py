@@ -13,15 +13,54 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-#: Threads of each pool: enough for one kind of work to saturate host memory bandwidth.
-COPY_THREADS = max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                          else os.cpu_count() or 1))
+
+#: Threads per pool, as measured on a 16-core host (benchmarks/fresh_memory.py): work that
+#: writes fresh memory (a run's results) scales with the cores, since the kernel zeroes each
+#: new page on the thread that first writes it (25 GB/s with 16 threads, 17 with 8), while
+#: copies between mapped buffers (frames into pinned staging) saturate memory bandwidth with
+#: fewer (68 GB/s with 8, 39 with 16). Pools not named here get `DEFAULT_MAX_THREADS`.
+MAX_THREADS = {"staging": 8}
+DEFAULT_MAX_THREADS = 16
+#: Overrides the thread count of every pool (a whole number ≥ 1), e.g. on a shared machine.
+THREADS_VARIABLE = "AARE_LAB_COPY_THREADS"
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def pool_threads(pool: str = "default") -> int:
+    """Threads of the pool ``pool``: ``AARE_LAB_COPY_THREADS`` if set, else `MAX_THREADS`'s
+    (or `DEFAULT_MAX_THREADS`) and at most the cores this process may use."""
+    told = os.environ.get(THREADS_VARIABLE)
+    if told is None:
+        return max(1, min(MAX_THREADS.get(pool, DEFAULT_MAX_THREADS), _cores()))
+    try:
+        threads = int(told)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise ValueError(f"{THREADS_VARIABLE}={told!r}: give a whole number of threads >= 1, "
+                         "or unset it for the default")
+    return threads
+
+
 #: Below this many bytes the work runs on the calling thread: handing it out costs more.
 PARALLEL_MIN_BYTES = 1 << 20
 
 #: One pool per kind of work, so that work of one kind does not queue behind another's
-#: (the GPU feed stages frames while the results of earlier chunks are copied).
-_pools: dict[str, ThreadPoolExecutor] = {}
+#: (the GPU feed stages frames while the results of earlier chunks are copied): the
+#: executor and its number of threads.
+_pools: dict[str, tuple[ThreadPoolExecutor, int]] = {}
+
+
+def _pool(name: str) -> tuple[ThreadPoolExecutor, int]:
+    found = _pools.get(name)
+    if found is None:
+        threads = pool_threads(name)
+        found = _pools.setdefault(name, (ThreadPoolExecutor(
+            threads, thread_name_prefix=f"aare_lab-{name}"), threads))
+    return found
 
 
 def parallel_ranges(work: Callable[[int, int], None], n: int, nbytes: int, *,
@@ -38,17 +77,14 @@ def parallel_ranges(work: Callable[[int, int], None], n: int, nbytes: int, *,
     nbytes
         About how many bytes the whole work touches: small work runs in one piece here.
     pool
-        The name of the pool of `COPY_THREADS` threads to run on (made at first use).
+        The name of the pool to run on (made at first use, with `pool_threads` threads).
     """
-    pieces = min(COPY_THREADS, n)
+    executor, threads = _pool(pool)
+    pieces = min(threads, n)
     if nbytes < PARALLEL_MIN_BYTES or pieces <= 1:
         if n:
             work(0, n)
         return
-    executor = _pools.get(pool)
-    if executor is None:
-        executor = _pools.setdefault(pool, ThreadPoolExecutor(
-            COPY_THREADS, thread_name_prefix=f"aare_lab-{pool}"))
     bounds = np.linspace(0, n, pieces + 1).astype(np.int64)
     # list() waits for every piece and re-raises the first failure here.
     list(executor.map(lambda k: work(int(bounds[k]), int(bounds[k + 1])), range(pieces)))

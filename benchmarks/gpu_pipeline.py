@@ -65,7 +65,7 @@ import aare_lab  # noqa: E402
 from aare_lab import Pedestal  # noqa: E402
 from aare_lab.finders import CudaFinder  # noqa: E402
 from aare_lab.gpu import cupy_or_raise, device_info, pinned_frames  # noqa: E402
-from aare_lab.parallel import COPY_THREADS, parallel_copy  # noqa: E402
+from aare_lab.parallel import parallel_copy, pool_threads  # noqa: E402
 from aare_lab.simulate import Beam, Simulator  # noqa: E402
 
 N_PEDESTAL = 1000
@@ -245,8 +245,8 @@ def main(argv=None):
         parallel_copy(frames, pinned)
         copies.append(time.perf_counter() - t0)
     record["host_copy"] = {"seconds": copies, "GB_per_s": frames.nbytes / min(copies) / 1e9,
-                           "threads": COPY_THREADS}
-    print(f"host copy into pinned memory ({COPY_THREADS} threads): "
+                           "threads": pool_threads()}
+    print(f"host copy into pinned memory ({pool_threads()} threads): "
           f"{record['host_copy']['GB_per_s']:.1f} GB/s", flush=True)
 
     for dtype in args.dtypes.split(","):

@@ -24,9 +24,10 @@ def timed(fn, reps=3):
     return round(len(frames) / best)
 for mode in ("own pool", "shared pool", "own pool again"):
     if mode == "shared pool":
-        par._pools["staging"] = par._pools.setdefault("default", ThreadPoolExecutor(par.COPY_THREADS))
+        par._pools["staging"] = par._pool("default")
     elif mode == "own pool again":
-        par._pools["staging"] = ThreadPoolExecutor(par.COPY_THREADS)
+        par._pools["staging"] = (ThreadPoolExecutor(par.pool_threads("staging")),
+                                 par.pool_threads("staging"))
     for size in ("3x3", "9x9"):
         f = CudaFinder(ped.copy(), 5.0, size); f.find(frames[:1024], progress=False)
         a = timed(lambda: f.find(frames, progress=False))

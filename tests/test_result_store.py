@@ -169,8 +169,9 @@ def test_growing_rows_keep_what_was_appended():
 
 
 def test_parallel_ranges_cover_every_item_once(monkeypatch):
-    monkeypatch.setattr(aare_lab.parallel, "COPY_THREADS", 3)
+    monkeypatch.setenv(aare_lab.parallel.THREADS_VARIABLE, "3")
     monkeypatch.setattr(aare_lab.parallel, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(aare_lab.parallel, "_pools", {})
     hits = np.zeros(1000, np.int64)
     lock = threading.Lock()
 
@@ -182,6 +183,26 @@ def test_parallel_ranges_cover_every_item_once(monkeypatch):
     np.testing.assert_array_equal(hits, 1)
     src = np.arange(30000, dtype=np.int32).reshape(100, 300)
     np.testing.assert_array_equal(aare_lab.parallel.parallel_copy(src), src)
+    executor, threads = aare_lab.parallel._pools["default"]
+    assert threads == executor._max_workers == 3
+    executor.shutdown()
+
+
+def test_pool_threads_default_per_pool_and_override(monkeypatch):
+    from aare_lab.parallel import DEFAULT_MAX_THREADS, MAX_THREADS, THREADS_VARIABLE, pool_threads
+
+    monkeypatch.delenv(THREADS_VARIABLE, raising=False)
+    monkeypatch.setattr(aare_lab.parallel, "_cores", lambda: 64)
+    assert pool_threads() == DEFAULT_MAX_THREADS == 16
+    assert pool_threads("staging") == MAX_THREADS["staging"] == 8
+    monkeypatch.setattr(aare_lab.parallel, "_cores", lambda: 2)
+    assert pool_threads() == pool_threads("staging") == 2
+    monkeypatch.setenv(THREADS_VARIABLE, "5")
+    assert pool_threads() == pool_threads("staging") == 5
+    for bad in ("0", "-2", "four", ""):
+        monkeypatch.setenv(THREADS_VARIABLE, bad)
+        with pytest.raises(ValueError, match=f"{THREADS_VARIABLE}=.*whole number"):
+            pool_threads()
 
 
 class Fence:
@@ -236,29 +257,30 @@ def test_staging_ring_raises_the_source_error_in_order_and_stops_when_closed():
     assert not [t for t in threading.enumerate() if t.name == "aare_lab-stage"]
 
 
-@pytest.mark.skipif(aare_lab.parallel.COPY_THREADS < 2,
+@pytest.mark.skipif(aare_lab.parallel.pool_threads() < 2,
                     reason="one core: parallel_ranges runs every piece on the calling thread")
 def test_work_of_one_pool_does_not_wait_behind_another_pool():
     """The GPU feed stages frames on its own pool while results are copied on another: a
     piece of one pool's work never queues behind another pool's blocked work."""
-    from aare_lab.parallel import COPY_THREADS, PARALLEL_MIN_BYTES, _pools, parallel_ranges
+    from aare_lab.parallel import PARALLEL_MIN_BYTES, _pools, parallel_ranges, pool_threads
 
-    released, blocked_all = threading.Event(), threading.Barrier(COPY_THREADS + 1)
+    threads = pool_threads("test-blocked")
+    released, blocked_all = threading.Event(), threading.Barrier(threads + 1)
 
     def blocked(a, b):
         blocked_all.wait(10)   # every thread of the pool is busy here
         released.wait(10)
 
-    worker = threading.Thread(target=parallel_ranges, args=(blocked, COPY_THREADS,
+    worker = threading.Thread(target=parallel_ranges, args=(blocked, threads,
                                                              PARALLEL_MIN_BYTES),
                               kwargs={"pool": "test-blocked"})
     worker.start()
     blocked_all.wait(10)
     t0 = time.monotonic()
-    parallel_ranges(lambda a, b: released.set(), COPY_THREADS, PARALLEL_MIN_BYTES,
+    parallel_ranges(lambda a, b: released.set(), threads, PARALLEL_MIN_BYTES,
                     pool="test-free")
     waited = time.monotonic() - t0
     worker.join(10)
     for name in ("test-blocked", "test-free"):
-        _pools.pop(name).shutdown()
+        _pools.pop(name)[0].shutdown()
     assert released.is_set() and waited < 5
