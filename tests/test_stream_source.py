@@ -132,6 +132,46 @@ def test_published_frames_arrive_identical_with_headers():
     assert (stats.frames_yielded, stats.acquisitions, stats.acquisitions_ended) == (150, 1, 1)
 
 
+def test_chunks_given_back_come_first_and_until_lets_go_of_the_stream():
+    frames = frames_of(40)
+    with StreamPublisher("tcp://127.0.0.1:0") as pub, \
+            StreamSource(pub.endpoints, chunk_frames=8) as source:
+        pub.wait_for_subscribers()
+        pub.send_frames(frames)
+        pub.end_acquisition()
+        until = threading.Event()
+        first = source.chunks(until=until)
+        taken = [next(first), next(first)]
+        until.set()
+        t0 = time.monotonic()
+        assert list(first) == []   # takes nothing more once set
+        assert time.monotonic() - t0 < 1
+        assert source.stats.frames_yielded == 16
+        source.unread(taken[1:])
+        source.unread(taken[:1])   # given back later, yet older: it goes in front
+        assert source.stats.frames_yielded == 0
+        numbers, got = collect(source)
+        stats = source.stats
+    assert numbers.tolist() == list(range(1, 41))
+    np.testing.assert_array_equal(got, frames)
+    assert (stats.frames_received, stats.frames_yielded, stats.frames_dropped) == (40, 40, 0)
+
+
+def test_chunks_given_back_keep_their_headers():
+    with StreamPublisher("tcp://127.0.0.1:0") as pub, \
+            StreamSource(pub.endpoints, chunk_frames=4) as source:
+        pub.wait_for_subscribers()
+        pub.send_frames(frames_of(8))
+        pub.end_acquisition()
+        iterator = source.chunks(with_headers=True)
+        pair = next(iterator)
+        iterator.close()
+        source.unread([pair])
+        numbers, _, headers = collect(source, with_headers=True)
+    assert numbers.tolist() == list(range(1, 9))
+    assert [h[0]["frameNumber"] for h in headers] == list(range(1, 9))
+
+
 def test_two_interfaces_are_assembled_by_row():
     frames = frames_of(40)
     with StreamPublisher("tcp://127.0.0.1:0", interfaces=2) as pub, \

@@ -69,6 +69,14 @@ class ChunkQueue:
             self._ready.notify()
             return True
 
+    def put_back(self, items: list) -> None:
+        """Put chunks taken earlier back in front of the others, in the order given
+        (beyond ``limit`` if need be: they were in the queue before)."""
+        with self._ready:
+            self._items.extendleft((True, item) for item in reversed(items))
+            self._chunks += len(items)
+            self._ready.notify()
+
     def put_marker(self, marker) -> None:
         """Append an end or closed marker, whatever the number of chunks."""
         with self._ready:

@@ -329,18 +329,22 @@ class StreamSource(FrameSource):
         raise TypeError(f"{self.describe()} is a live stream: read it in order with chunks()")
 
     def chunks(self, chunk_frames: int | None = None, start: int = 0,
-               stop: int | None = None, *, with_headers: bool = False
+               stop: int | None = None, *, with_headers: bool = False,
+               until: threading.Event | None = None
                ) -> Iterator[FrameChunk] | Iterator[tuple[FrameChunk, list[tuple[dict, ...]]]]:
         """Iterate over the frames as they arrive.
 
         ``chunk_frames`` is fixed at construction (the argument is accepted for the
         `FrameSource` signature and ignored); ``start`` must be 0 and ``stop`` None: a
-        live stream has no positions.
+        live stream has no positions. Chunks given back with `unread` come first.
 
         Parameters
         ----------
         with_headers
             Yield ``(chunk, headers)`` with the JSON headers of every frame's parts.
+        until
+            Once set, the iteration ends (within `POLL_MS`) and takes nothing more from
+            the stream: a consumer that stops lets go of it at once.
 
         Yields
         ------
@@ -356,11 +360,28 @@ class StreamSource(FrameSource):
             raise ValueError(f"{self.describe()} is a live stream: it has no positions")
         if self._stop.is_set():
             raise ValueError(f"{self.describe()} is closed")
-        return self._iterate(with_headers)
+        return self._iterate(with_headers, until)
 
-    def _iterate(self, with_headers: bool):
+    def unread(self, chunks: list) -> None:
+        """Give back chunks taken from `chunks` but not processed (a consumer stopped):
+        the next iteration yields them first, in the order given, before anything newer.
+
+        Parameters
+        ----------
+        chunks
+            As `chunks` yielded them: `FrameChunk` s, or ``(chunk, headers)`` pairs
+            (chunks given back without their headers have None for them).
+        """
+        items = [item if isinstance(item, tuple) and not isinstance(item, FrameChunk)
+                 else (item, None) for item in chunks]
+        self._count(frames_yielded=-sum(len(chunk.numbers) for chunk, _ in items))
+        self._queue.put_back(items)
+
+    def _iterate(self, with_headers: bool, until: threading.Event | None):
         began = time.monotonic()
         while True:
+            if until is not None and until.is_set():
+                return
             item = self._queue.get(POLL_MS / 1000)
             if item is None:
                 self._raise_error()

@@ -352,11 +352,7 @@ class _Consumer:
             started = time.perf_counter()
             last_fit, fits = 0.0, None
             self._status("running")
-            for chunk in read_ahead(w.source.chunks(w.chunk_frames), self._stop):
-                while self.paused.is_set() and not self._stop.is_set():
-                    self._stop.wait(0.05)
-                if self._stop.is_set():
-                    break
+            for chunk in self._chunks():
                 with self._lock:
                     spec, self._pending_spec = self._pending_spec, None
                     reset, self._pending_reset = self._pending_reset, None
@@ -400,6 +396,18 @@ class _Consumer:
             self.ui.call_soon(w._failed, err)
         finally:
             self._stop.set()  # ends the read-ahead thread and closes the source
+
+    def _chunks(self):
+        """The source's chunks, read ahead; none is handed out while paused or after a
+        stop. A live stream that can take chunks back (`StreamSource.unread`) gets those
+        read but never processed, so that a restarted run begins with them."""
+        source = self.widget.source
+        unread = getattr(source, "unread", None)
+        if unread is None:
+            items = source.chunks(self.widget.chunk_frames)
+        else:
+            items = source.chunks(self.widget.chunk_frames, until=self._stop)
+        return read_ahead(items, self._stop, hold=self.paused, unread=unread)
 
     def _n_pedestal(self) -> int:
         return self._spec.n_pedestal or default_n_pedestal(self.widget.dark)
