@@ -95,6 +95,15 @@ def train_pedestal(dark, n_pedestal: int = 1000, *, dtype: str = "float64",
     return pedestal
 
 
+def train_pedestal_for(spec: FinderSpec, dark, n_pedestal: int, *, progress: bool = True,
+                       option: str = "n_pedestal") -> Pedestal:
+    """`train_pedestal` as ``spec`` asks: its dtype and noise model, and all-G0 dark
+    frames when it has a calibration; ``spec.n_pedestal`` wins over ``n_pedestal``."""
+    return train_pedestal(dark, spec.n_pedestal or n_pedestal, dtype=spec.pedestal_dtype,
+                          noise=spec.noise, progress=progress, option=option,
+                          g0_only=spec.calibration is not None)
+
+
 def require_g0(chunk, source: FrameSource) -> None:
     """Refuse a chunk of JUNGFRAU dark frames with a pixel outside G0 (gain bits 00)."""
     switched = np.count_nonzero(chunk.frames >> ADC_BITS, axis=(1, 2))
@@ -194,9 +203,7 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
             frames = open_source(frames)
         dark = open_source(dark)
         check_frame_shapes(dark, frames)
-        pedestal = train_pedestal(dark, spec.n_pedestal or n_pedestal,
-                                  dtype=spec.pedestal_dtype, noise=spec.noise,
-                                  progress=progress, g0_only=spec.calibration is not None)
+        pedestal = train_pedestal_for(spec, dark, n_pedestal, progress=progress)
     else:
         pedestal.require_ready()
         pedestal = pedestal.copy()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..pipeline import check_frame_shapes, train_pedestal
+from ..pipeline import check_frame_shapes, train_pedestal_for
 from ..results import truncated_frames
 from ..sources import open_source, split_dark
 from .options import (
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``aare-lab find``.
 
     With ``--calibration`` and dark frames, the dark frames are checked to be all G0
-    (`aare_lab.pipeline.train_pedestal`). A ``--pedestal`` file records no gain stages, so
+    (`aare_lab.pipeline.train_pedestal_for`). A ``--pedestal`` file records no gain stages, so
     only its frame shape is checked against the calibration's: it must be a G0 pedestal,
     such as the ``--save-pedestal`` of a calibrated run (whose dark frames were checked);
     one trained on raw frames with gain bits would be taken as it is.
@@ -84,9 +84,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             dark = open_source(args.dark)
             check_frame_shapes(dark, frames)
-        pedestal = train_pedestal(dark, spec.n_pedestal, dtype=spec.pedestal_dtype,
-                                  noise=spec.noise, progress=progress, option="--n-pedestal",
-                                  g0_only=spec.calibration is not None)
+        pedestal = train_pedestal_for(spec, dark, spec.n_pedestal, progress=progress,
+                                      option="--n-pedestal")
     if args.save_pedestal is not None:
         args.save_pedestal.parent.mkdir(parents=True, exist_ok=True)
         pedestal.save(args.save_pedestal)

@@ -17,7 +17,7 @@ from ..finders import available_finders, get_finder
 from ..live import DEFAULT_EDGES, DEFAULT_KEV_EDGES
 from ..params import parse_cluster_size
 from ..pedestal import Pedestal
-from ..pipeline import train_pedestal
+from ..pipeline import train_pedestal_for
 from ..readahead import read_ahead
 from ..results import counts_spectrum, window_energies
 from ..sources import open_source
@@ -337,9 +337,8 @@ class _Consumer:
             pedestal = w._pedestal.copy() if w._pedestal is not None else None
             if pedestal is None:
                 self._status("training the pedestal")
-                pedestal = train_pedestal(w.dark, self._n_pedestal(), dtype=self._spec.pedestal_dtype,
-                                          noise=self._spec.noise, progress=False,
-                                          g0_only=self._spec.calibration is not None)
+                pedestal = train_pedestal_for(self._spec, w.dark,
+                                              default_n_pedestal(w.dark), progress=False)
             # on_truncation="error": no warning on this thread, where nobody would see it;
             # truncated frames are counted and shown instead.
             finder = self._spec.make_finder(pedestal, on_truncation="error")
@@ -408,9 +407,6 @@ class _Consumer:
         else:
             items = source.chunks(self.widget.chunk_frames, until=self._stop)
         return read_ahead(items, self._stop, hold=self.paused, unread=unread)
-
-    def _n_pedestal(self) -> int:
-        return self._spec.n_pedestal or default_n_pedestal(self.widget.dark)
 
     def _switch(self, finder, spec: FinderSpec):
         """The finder for ``spec``: re-configured when it can be, else a new one that
