@@ -52,8 +52,12 @@ _STAGE_OF_BITS = np.array([0, 1, INVALID_GAIN, 2], np.uint8)
 
 FLAG_MEANINGS = ("valid", "invalid_gain", "readout_error", "saturated", "uncalibrated")
 VALID, INVALID_GAIN_FLAG, READOUT_ERROR, SATURATED, UNCALIBRATED = range(len(FLAG_MEANINGS))
-_READOUT_ERROR_VALUES = (0x4000, 0xFFFF)
-_SATURATED_VALUES = (0xC000, ADC_MASK)
+#: The raw values that carry no energy (the finders flag them too, `aare_lab.finders._gain`):
+#: readout errors, and saturation (G2 at zero, G0 at full scale); and the gain bits no
+#: stage has.
+READOUT_ERROR_VALUES = (0x4000, 0xFFFF)
+SATURATED_VALUES = (0xC000, ADC_MASK)
+INVALID_GAIN_BITS = 0b10
 
 ENERGY_DTYPES = ("float64", "float32")
 #: The attribute that marks a calibration file, and the version of its layout.
@@ -92,8 +96,8 @@ def _flags(raw: np.ndarray, stage: np.ndarray, gain: np.ndarray) -> np.ndarray:
     """The flag of every raw value (`FLAG_MEANINGS`), given the gain of its stage."""
     flags = np.full(raw.shape, VALID, np.uint8)
     flags[gain == 0] = UNCALIBRATED
-    flags[np.isin(raw, _SATURATED_VALUES)] = SATURATED
-    flags[np.isin(raw, _READOUT_ERROR_VALUES)] = READOUT_ERROR
+    flags[np.isin(raw, SATURATED_VALUES)] = SATURATED
+    flags[np.isin(raw, READOUT_ERROR_VALUES)] = READOUT_ERROR
     flags[stage == INVALID_GAIN] = INVALID_GAIN_FLAG
     return flags
 

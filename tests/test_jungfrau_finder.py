@@ -446,6 +446,26 @@ def test_kernel_names_its_gain_switching_twins():
     assert "kernels/frozen.cu" in source.read_text()
 
 
+def test_the_kernel_flags_the_raw_values_aare_lab_jungfrau_flags():
+    """The CUDA twin spells the special raw values out; they must be jungfrau.py's."""
+    import re
+
+    from aare_lab import jungfrau
+    from aare_lab.gpu.kernels import SOURCE, kernel_dir
+
+    text = (kernel_dir() / SOURCE).read_text()
+    status = text[text.index("int pixel_status("):]
+    condition = re.search(r"if \(bits == (\d+)((?: \|\| x == \w+)+)\)", status)
+    assert condition, "pixel_status's flag test not found in the kernel"
+    adc_mask = int(re.search(r"^#define ADC_MASK (0x[0-9A-Fa-f]+)$", text, re.MULTILINE)[1], 16)
+    values = {adc_mask if v == "ADC_MASK" else int(v, 16)
+              for v in re.findall(r"x == (\w+)", condition[2])}
+    assert int(condition[1]) == jungfrau.INVALID_GAIN_BITS
+    assert adc_mask == jungfrau.ADC_MASK
+    assert values == {*jungfrau.READOUT_ERROR_VALUES, *jungfrau.SATURATED_VALUES}
+    assert f"x >> {jungfrau.ADC_BITS};" in status
+
+
 # ------------------------------------------------------------------ explain
 @pytest.mark.parametrize("dtype, with_cm", [("float64", False), ("float32", True)])
 def test_explain_recomputes_calibrated_decisions_in_kev(dtype, with_cm):

@@ -18,15 +18,14 @@ import numpy as np
 from numba import njit, prange
 
 from .._arith import G0, NEG_SKIP
-from ..jungfrau import ADC_BITS, ADC_MASK
+from ..jungfrau import (ADC_BITS, ADC_MASK, INVALID_GAIN_BITS, READOUT_ERROR_VALUES,
+                        SATURATED_VALUES)
 
 #: Pixel status of one frame: its gain stage (G0 = 0, the one pushed), or FLAGGED.
 G1, G2, FLAGGED = np.uint8(1), np.uint8(2), np.uint8(3)
-#: Raw values that carry no energy: readout errors (0x4000, 0xFFFF) and saturation
-#: (0xC000, and G0 at full scale) as `aare_lab.jungfrau` flags them.
-_READOUT_ERROR_LOW, _READOUT_ERROR_HIGH = 0x4000, 0xFFFF
-_SATURATED_G2, _SATURATED_G0 = 0xC000, ADC_MASK
-_INVALID_BITS = 0b10
+#: Raw values that carry no energy, as `aare_lab.jungfrau` flags them (scalars for Numba).
+_READOUT_ERROR_LOW, _READOUT_ERROR_HIGH = READOUT_ERROR_VALUES
+_SATURATED_G2, _SATURATED_G0 = SATURATED_VALUES
 _MASK = np.uint16(ADC_MASK)
 
 
@@ -34,7 +33,7 @@ _MASK = np.uint16(ADC_MASK)
 def pixel_status(x, gain, i, j):
     """The status of raw value ``x`` at pixel ``(i, j)`` given the ``(3, ny, nx)`` gains."""
     bits = x >> ADC_BITS
-    if bits == _INVALID_BITS or x == _READOUT_ERROR_LOW or x == _READOUT_ERROR_HIGH \
+    if bits == INVALID_GAIN_BITS or x == _READOUT_ERROR_LOW or x == _READOUT_ERROR_HIGH \
             or x == _SATURATED_G2 or x == _SATURATED_G0:
         return FLAGGED
     g = G0 if bits == 0 else (G1 if bits == 1 else G2)
