@@ -6,7 +6,7 @@ the NumPy array and the staged batches alone, best of 3, with the staging copies
 own pool (as shipped), on the pool the results are copied with (as before), and on their own
 again (to see the drift of the host). Writes ``$OUT/staging_pool_ab.json``.
 """
-import sys, os, time, json, numpy as np
+import os, time, json, numpy as np
 from concurrent.futures import ThreadPoolExecutor
 import aare_lab.parallel as par
 from aare_lab import Pedestal

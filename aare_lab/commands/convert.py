@@ -5,21 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .options import cluster_size
+from .options import cluster_size, frame_shape
 
 SUFFIXES = (".nc", ".clust")
-
-
-def frame_shape(text: str) -> tuple[int, int]:
-    """argparse type for a frame shape ``NYxNX``."""
-    try:
-        ny, nx = (int(part) for part in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a frame shape NYxNX, e.g. "
-                                         "512x1024") from None
-    if ny < 1 or nx < 1:
-        raise argparse.ArgumentTypeError(f"frame shape {text} must be positive")
-    return ny, nx
 
 
 def register(subparsers) -> None:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..simulate import Beam, Detector
-from .options import cluster_size, positive_float, positive_int
+from .options import cluster_size, frame_shape, positive_float, positive_int
 
 
 def register(subparsers) -> None:
@@ -23,7 +23,7 @@ def register(subparsers) -> None:
     parser.add_argument("--frames", type=positive_int, default=500, help="data frames (500)")
     parser.add_argument("--dark", type=positive_int, default=1000,
                         help="dark frames, also the pedestal window N (1000)")
-    parser.add_argument("--shape", type=cluster_shape, default=(400, 400), metavar="NYxNX",
+    parser.add_argument("--shape", type=frame_shape, default=(400, 400), metavar="NYxNX",
                         help="frame shape (400x400)")
     parser.add_argument("--photons", type=positive_float, default=2300.0,
                         help="mean photons per frame (2300)")
@@ -37,17 +37,6 @@ def register(subparsers) -> None:
                              "(about 65 MB each for the default run)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(run=run)
-
-
-def cluster_shape(text: str) -> tuple[int, int]:
-    """argparse type for a frame shape ``NYxNX``."""
-    try:
-        ny, nx = (int(p) for p in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not of the form NYxNX") from None
-    if ny < 1 or nx < 1:
-        raise argparse.ArgumentTypeError(f"{text}: both sides must be >= 1")
-    return ny, nx
 
 
 def run(args: argparse.Namespace) -> int:

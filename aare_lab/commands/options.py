@@ -25,6 +25,18 @@ def cluster_size(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def frame_shape(text: str) -> tuple[int, int]:
+    """argparse type for a frame shape ``NYxNX``, both sides >= 1."""
+    try:
+        ny, nx = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a frame shape NYxNX, e.g. "
+                                         "512x1024") from None
+    if ny < 1 or nx < 1:
+        raise argparse.ArgumentTypeError(f"frame shape {text}: both sides must be >= 1")
+    return ny, nx
+
+
 def positive_int(text: str) -> int:
     """argparse type for an integer >= 1 (argparse names the option in its message)."""
     try:
