@@ -525,9 +525,12 @@ class Simulator:
         n, start = _count("n", n), _count("start", start)
         out = self._empty_stack(n)
         for i in range(n):
-            self._render(self._rng(_DARK_STREAM, start + i), out[i],
-                         common_adu=self.common_mode_offsets("dark", start + i))
+            self._dark_frame(start + i, out[i])
         return out
+
+    def _dark_frame(self, k: int, out: np.ndarray) -> None:
+        self._render(self._rng(_DARK_STREAM, k), out,
+                     common_adu=self.common_mode_offsets("dark", k))
 
     def frames(self, n: int, start: int = 0) -> tuple[np.ndarray, Truth]:
         """Data frames ``start .. start + n - 1`` with photons, and their truth.

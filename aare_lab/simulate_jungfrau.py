@@ -35,7 +35,7 @@ import numpy as np
 
 from .jungfrau import ADC_MASK, GAIN_BITS, GAIN_STAGES, JungfrauCalibration
 from .simulate import (_DARK_STREAM, _DATA_STREAM, Beam, Detector, Simulator, Truth,
-                       _count, _number)
+                       _number)
 
 # Separate from every stream of `aare_lab.simulate`, so its maps and frames stay as they are.
 _STAGE_MAPS_STREAM = 16
@@ -299,20 +299,10 @@ class JungfrauSimulator(Simulator):
         return Truth(frame=np.full(len(iy), k), y=iy + fy, x=ix + fx, energy_kev=energy_kev,
                      line=line)
 
-    def dark(self, n: int, start: int = 0) -> np.ndarray:
-        """Dark frames ``start .. start + n - 1``: G0 pedestal and noise, no photons.
-
-        Returns
-        -------
-        numpy.ndarray
-            ``(n, ny, nx)`` uint16 raw values (gain bits 00).
-        """
-        n, start = _count("n", n), _count("start", start)
-        out = self._empty_stack(n)
-        for i in range(n):
-            self._render_raw(self._rng(_DARK_STREAM, start + i), out[i],
-                             common_adu=self.common_mode_offsets("dark", start + i))
-        return out
+    def _dark_frame(self, k: int, out: np.ndarray) -> None:
+        # G0 only: no charge, so every pixel reads gain bits 00.
+        self._render_raw(self._rng(_DARK_STREAM, k), out,
+                         common_adu=self.common_mode_offsets("dark", k))
 
 
 __all__ = ["GainStageMaps", "JungfrauBeam", "JungfrauDetector", "JungfrauSimulator"]
