@@ -247,6 +247,10 @@ class JungfrauCalibration:
         ValueError
             For frames of another shape, or a bad ``pedestal_g0`` or ``dtype``.
         """
+        return self._convert(raw, pedestal_g0, dtype)[:2]
+
+    def _convert(self, raw, pedestal_g0, dtype: str) -> tuple[np.ndarray, ...]:
+        """`convert`'s energies and flags, and the gain stages it decoded on the way."""
         single = np.ndim(raw) == 2
         stack = self._check_raw(raw)
         pedestal, gain = self._maps(pedestal_g0, dtype)
@@ -259,7 +263,7 @@ class JungfrauCalibration:
             energy = (adc.astype(dtype) - pedestal[index, rows, cols]) / pixel_gain
         flags = _flags(stack, stage, pixel_gain)
         energy[flags != VALID] = np.nan
-        return (energy[0], flags[0]) if single else (energy, flags)
+        return (energy[0], flags[0], stage[0]) if single else (energy, flags, stage)
 
     def to_energy(self, raw, pedestal_g0=None, dtype: str = "float64") -> xr.Dataset:
         """Raw frames to a Dataset of energies (keV), flags and gain stages.
@@ -276,8 +280,7 @@ class JungfrauCalibration:
             ``gain_stage`` (CF flags G0 G1 G2 invalid), over ``(frame, y, x)`` for a stack
             or ``(y, x)`` for one frame.
         """
-        energy, flags = self.convert(raw, pedestal_g0, dtype)
-        stage = decode(np.asarray(raw))[0]
+        energy, flags, stage = self._convert(raw, pedestal_g0, dtype)
         dims = ("y", "x") if energy.ndim == 2 else ("frame", "y", "x")
         return xr.Dataset(
             {"energy": (dims, energy, {"long_name": "deposited energy", "units": "keV"}),
