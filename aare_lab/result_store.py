@@ -2,7 +2,7 @@
 
 A run of a million dense frames does not fit in memory (about 100 kB of 3x3 clusters per
 MÖNCH frame), so ``Finder.find(..., out="run.nc")`` hands every chunk's clusters to a
-`ResultWriter` and drops them. The file is netCDF4 (HDF5, written with h5netcdf) with
+`ResultWriter` and drops them. The file is netCDF4 (HDF5, laid out by h5netcdf) with
 the variables, dimensions and attributes of the result Dataset (`aare_lab.results`);
 ``cluster``, ``frame`` and ``branch_frame`` are unlimited dimensions that grow with every
 chunk, so ``xarray.open_dataset(path, engine="h5netcdf")`` opens it lazily. Two more
