@@ -17,7 +17,8 @@ Twin: ``kernels/frozen.cu`` mirrors these functions line for line.
 """
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 from .branches import Branch
 
@@ -30,6 +31,20 @@ TEST3_SKIP = np.uint8(Branch.TEST3_SKIP)
 QUIET_UPDATE = np.uint8(Branch.QUIET_UPDATE)
 #: The pixel status of a JUNGFRAU G0 value, the only one pushed (``finders/_gain.py``).
 G0 = np.uint8(0)
+
+
+def row_of(array, i):
+    """Row ``i`` of ``array``, or None where ``array`` is None (the feature is off): what
+    the row functions below take for ``corr`` and ``status``."""
+    return None if array is None else array[i]
+
+
+@overload(row_of, jit_options={"cache": True, "nogil": True, "error_model": "numpy"})
+def _row_of(array, i):
+    # Decided when the caller compiles, from the argument's type.
+    if isinstance(array, types.NoneType):
+        return lambda array, i: None
+    return lambda array, i: array[i]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -23,7 +23,7 @@ Twin: ``kernels/frozen.cu`` implements the same frame step on the GPU.
 import numpy as np
 from numba import njit, prange
 
-from .._arith import thresholds_row, update_quiet_row, values_row
+from .._arith import row_of, thresholds_row, update_quiet_row, values_row
 from ._buffers import reserve
 from ._common_mode import corrections, estimate_parallel, frame_thresholds
 from ._decision import classify, is_store, store_window, window_rows
@@ -44,24 +44,14 @@ def load_frame(frame, off, s, N, v, corr):
     """Fill ``v`` from the frame-start state, corrected by ``corr`` unless it is None."""
     for row in prange(frame.shape[0]):
         i = np.int64(row)
-        if corr is None:
-            values_row(frame[i], off[i], s[i], N, v[i], None)
-        else:
-            values_row(frame[i], off[i], s[i], N, v[i], corr[i])
+        values_row(frame[i], off[i], s[i], N, v[i], row_of(corr, i))
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def push_row(i, codes, frame, off, s, s2, N, x, corr, status):
     """`update_quiet_row` of row ``i``, with ``corr`` and ``status`` None or frame arrays."""
-    if corr is None:
-        if status is None:
-            update_quiet_row(codes[i], frame[i], off[i], s[i], s2[i], N, x, None, None)
-        else:
-            update_quiet_row(codes[i], frame[i], off[i], s[i], s2[i], N, x, None, status[i])
-    elif status is None:
-        update_quiet_row(codes[i], frame[i], off[i], s[i], s2[i], N, x, corr[i], None)
-    else:
-        update_quiet_row(codes[i], frame[i], off[i], s[i], s2[i], N, x, corr[i], status[i])
+    update_quiet_row(codes[i], frame[i], off[i], s[i], s2[i], N, x, row_of(corr, i),
+                     row_of(status, i))
 
 
 @njit(**PARALLEL)
