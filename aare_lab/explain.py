@@ -29,7 +29,7 @@ from .jungfrau import ADC_MASK, JungfrauCalibration
 from .labels import as_labelled
 from .params import format_cluster_size
 from .pedestal import Pedestal
-from .pipeline import train_pedestal
+from .pipeline import train_pedestal_for
 from .sources import open_source
 from .spec import CALIBRATION_ATTR, FinderSpec
 
@@ -298,11 +298,9 @@ def _starting_pedestals(configs: list[FinderSpec], dark, pedestal) -> list[Pedes
         for c in configs:
             if c.n_pedestal is None:
                 raise ValueError(f"n_pedestal is needed to train the {c.finder} pedestal")
-            g0_only = c.calibration is not None
-            key = (c.n_pedestal, c.pedestal_dtype, c.noise, g0_only)
+            key = (c.n_pedestal, c.pedestal_dtype, c.noise, c.calibration is not None)
             if key not in trained:
-                trained[key] = train_pedestal(dark, c.n_pedestal, dtype=c.pedestal_dtype,
-                                              noise=c.noise, progress=False, g0_only=g0_only)
+                trained[key] = train_pedestal_for(c, dark, c.n_pedestal, progress=False)
             out.append(trained[key])
         return out
     pedestals = [pedestal] * len(configs) if isinstance(pedestal, Pedestal) else list(pedestal)

@@ -29,7 +29,8 @@ def read_ahead(items: Iterator, stop: threading.Event, depth: int = 2,
         daemon, and what it reads then is lost.
     stop
         Ends the iteration: checked before each item is handed out, and every `POLL`
-        seconds while nothing arrives.
+        seconds while nothing arrives (an item being taken as it is set is still handed
+        out). Leaving the iteration early (``break``, an exception) sets it.
     depth
         Items read ahead at most.
     tick
@@ -39,9 +40,10 @@ def read_ahead(items: Iterator, stop: threading.Event, depth: int = 2,
         While set (a pause), no item is handed out; the reading thread goes on until
         ``depth`` items wait.
     unread
-        Called once, when the iteration ends by ``stop``, with the items read but never
-        handed out, in their order (e.g. `aare_lab.sources.StreamSource.unread`, so that
-        the next iteration of the stream starts with them and nothing read is lost).
+        Called once when the iteration ends by ``stop`` or is left early, with the items
+        read but never handed out, in their order, maybe none (e.g.
+        `aare_lab.sources.StreamSource.unread`, so that the next iteration of the stream
+        starts with them and nothing read is lost).
 
     Yields
     ------
@@ -75,24 +77,34 @@ def read_ahead(items: Iterator, stop: threading.Event, depth: int = 2,
 
     reader = threading.Thread(target=read, daemon=True, name="aare_lab-read-ahead")
     reader.start()
-    while True:
-        while hold is not None and hold.is_set() and not stop.is_set():
-            stop.wait(POLL / 2)
-        if stop.is_set():
+    # Ended as the items did (their end, or their error): nothing read is left to give back.
+    finished = False
+    try:
+        while True:
+            while hold is not None and hold.is_set() and not stop.is_set():
+                stop.wait(POLL / 2)
+            if stop.is_set():
+                return
+            try:
+                item = ready.get(timeout=POLL)
+            except queue.Empty:
+                if tick:
+                    yield None
+                continue
+            if item is _END:
+                finished = True
+                return
+            if isinstance(item, Exception):
+                finished = True
+                raise item
+            yield item
+    finally:
+        if not finished:
+            # Stopped, or the consumer left early (break, an exception): the reading stops
+            # too, and what it read goes back.
+            stop.set()
             if unread is not None:
                 _give_back(reader, ready, held, unread)
-            return
-        try:
-            item = ready.get(timeout=POLL)
-        except queue.Empty:
-            if tick:
-                yield None
-            continue
-        if item is _END:
-            return
-        if isinstance(item, Exception):
-            raise item
-        yield item
 
 
 def _give_back(reader: threading.Thread, ready: queue.Queue, held: list,
@@ -106,6 +118,5 @@ def _give_back(reader: threading.Thread, ready: queue.Queue, held: list,
             waiting.append(ready.get_nowait())
         except queue.Empty:
             break
-    rest = [item for item in waiting + held if item is not _END and not isinstance(item, Exception)]
-    if rest:
-        unread(rest)
+    unread([item for item in waiting + held
+            if item is not _END and not isinstance(item, Exception)])

@@ -2,7 +2,7 @@
 
 A run of a million dense frames does not fit in memory (about 100 kB of 3x3 clusters per
 MÖNCH frame), so ``Finder.find(..., out="run.nc")`` hands every chunk's clusters to a
-`ResultWriter` and drops them. The file is netCDF4 (HDF5, laid out by h5netcdf) with
+`ResultWriter` and drops them. The file is netCDF4 (HDF5, written with h5netcdf) with
 the variables, dimensions and attributes of the result Dataset (`aare_lab.results`);
 ``cluster``, ``frame`` and ``branch_frame`` are unlimited dimensions that grow with every
 chunk, so ``xarray.open_dataset(path, engine="h5netcdf")`` opens it lazily. Two more
@@ -60,25 +60,19 @@ class ResultWriter:
         self._dims = {name: var.dims[0] for name, var in template.variables.items()
                       if var.dims and var.dims[0] in GROWING}
         self._sizes = {dim: 0 for dim in GROWING if dim in template.sizes}
-        # h5netcdf lays the file out (dimensions, scales, attributes); the chunks' rows go
-        # straight into the h5py datasets, which skips h5netcdf's lookups on every write
-        # (2 ms per variable and chunk, more than the writing itself).
+        # The h5py file is ours, to flush: h5netcdf's flush only writes _NCProperties,
+        # so a killed process would leave a file HDF5 cannot open.
         self._h5 = h5py.File(self.path, "w", track_order=True)
-        self._file = h5netcdf.File(self._h5, "w")
+        self._file = None
         self._closed = False
         try:
+            self._file = h5netcdf.File(self._h5, "w")
             self._create(template)
+            self._file.flush()
+            self._h5.flush()
         except BaseException:
-            self._file.close()
-            self._h5.close()
+            self._close_files()
             raise
-        self._datasets = {name: self._h5[name] for name in self._dims}
-        # What resizing a growing dimension resizes, as h5netcdf's resize_dimension does it
-        # (which reads the scale's REFERENCE_LIST again on every call): the dimension's
-        # scale and every dataset attached to it, along its axis.
-        self._along = {dim: [(self._h5[dim], 0)] + [
-            (self._h5[ref], int(axis)) for ref, axis in self._h5[dim].attrs.get("REFERENCE_LIST", [])]
-            for dim in self._sizes}
 
     def _create(self, template: xr.Dataset) -> None:
         f = self._file
@@ -94,7 +88,6 @@ class ResultWriter:
                 out[...] = var.values
         f.attrs.update(template.attrs)
         f.attrs.update(complete=0, frames_written=0)
-        f.flush()
 
     @property
     def frames_written(self) -> int:
@@ -121,20 +114,16 @@ class ResultWriter:
         f = self._file
         for dim, n in rows.items():
             if n:
-                self._resize(dim, self._sizes[dim] + n)
+                f.resize_dimension(dim, self._sizes[dim] + n)
         for name, data in columns.items():
             if len(data):
                 start = self._sizes[self._dims[name]]
-                self._datasets[name][start:start + len(data)] = data
+                f.variables[name][start:start + len(data)] = data
         for dim, n in rows.items():
             self._sizes[dim] += n
         f.attrs["frames_written"] = self._sizes["frame"]
-        # On disk now, so that even a killed process leaves the chunks written so far.
-        f.flush()
-
-    def _resize(self, dim: str, size: int) -> None:
-        for dataset, axis in self._along[dim]:
-            dataset.resize(size, axis=axis)
+        # In the file now, so that even a killed process leaves the chunks written so far.
+        self._h5.flush()
 
     def close(self, complete: bool) -> None:
         """Close the file, marked complete or not (what it holds is kept either way)."""
@@ -147,10 +136,16 @@ class ResultWriter:
                 # A chunk cut off half-way is dropped: the file holds whole chunks only.
                 for dim, size in self._sizes.items():
                     if f.dimensions[dim].size != size:
-                        self._resize(dim, size)
+                        f.resize_dimension(dim, size)
             f.attrs.update(complete=int(complete), frames_written=self._sizes["frame"])
         finally:
-            f.close()
+            self._close_files()
+
+    def _close_files(self) -> None:
+        try:
+            if self._file is not None:
+                self._file.close()
+        finally:
             self._h5.close()
 
     def __enter__(self) -> Self:

@@ -100,3 +100,30 @@ def test_an_error_of_the_reader_is_raised_to_the_consumer():
         for item in read_ahead(failing(), threading.Event()):
             got.append(item)
     assert got == [1]
+
+
+def test_leaving_early_stops_the_reading_and_gives_back_the_rest():
+    stop, given_back = threading.Event(), []
+    items = Counting()
+    for item in read_ahead(items, stop, depth=2, unread=given_back.extend):
+        if item == 1:
+            time.sleep(0.3)
+            break
+    assert stop.is_set() and items.closed.wait(5)
+    assert given_back == [2, 3, 4]
+
+
+def test_an_error_of_the_consumer_gives_back_the_rest():
+    stop, given_back = threading.Event(), []
+    with pytest.raises(ZeroDivisionError):
+        for item in read_ahead(Counting(), stop, depth=2, unread=given_back.extend):
+            if item == 2:
+                time.sleep(0.3)
+                raise ZeroDivisionError
+    assert stop.is_set() and given_back == [3, 4, 5]
+
+
+def test_the_end_of_the_items_gives_nothing_back():
+    stop, calls = threading.Event(), []
+    assert list(read_ahead((i for i in range(5)), stop, unread=calls.append)) == [0, 1, 2, 3, 4]
+    assert calls == [] and not stop.is_set()

@@ -5,6 +5,8 @@ The file a run writes as it goes must equal the in-memory result; an interrupted
 leave a readable file of whole chunks that says it is incomplete.
 """
 
+import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -138,6 +140,39 @@ def test_a_chunk_cut_off_half_way_is_dropped(tmp_path):
         xr.testing.assert_identical(load_result(path), whole)
     with pytest.raises(ValueError, match="must give"):
         ResultWriter(tmp_path / "other.nc", result(0)).append({"y": np.zeros(1, np.int32)})
+
+
+def test_a_killed_writer_leaves_the_chunks_it_appended(tmp_path):
+    """No close, no exception handling: the process ends at once after two chunks."""
+    path = tmp_path / "killed.nc"
+    script = f"""
+import os
+import numpy as np
+from aare_lab.result_store import ResultWriter
+from aare_lab.results import make_result
+from aare_lab.spec import FinderSpec
+
+def result(n, start=0):
+    return make_result(spec=FinderSpec("frozen", n_pedestal=10), frame_shape=(4, 5),
+                       frame_numbers=np.arange(start, start + n), n_found=np.full(n, 2),
+                       n_kept=np.full(n, 2),
+                       cluster_frame=np.repeat(np.arange(start, start + n), 2),
+                       cluster_y=np.zeros(2 * n, np.int32), cluster_x=np.ones(2 * n, np.int32),
+                       windows=np.full((2 * n, 3, 3), 7, np.int32))
+
+writer = ResultWriter({str(path)!r}, result(0))
+for start in (0, 3):
+    part = result(3, start)
+    writer.append({{name: var.values for name, var in part.variables.items()
+                    if var.dims and var.dims[0] in ("cluster", "frame")}})
+os._exit(0)
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    with pytest.warns(IncompleteResultWarning, match="6 frames completed"):
+        cut = load_result(path)
+    assert cut["frame"].values.tolist() == list(range(6))
+    assert cut["frame_number"].values.tolist() == [f for f in range(6) for _ in range(2)]
+    assert (cut["window"].values == 7).all() and (cut["x"].values == 1).all()
 
 
 def test_cli_writes_the_result_as_it_goes(run, tmp_path, capsys):

@@ -157,6 +157,21 @@ def test_chunks_given_back_come_first_and_until_lets_go_of_the_stream():
     assert (stats.frames_received, stats.frames_yielded, stats.frames_dropped) == (40, 40, 0)
 
 
+def test_an_acquisitions_end_read_after_the_chunks_given_back_goes_back_too():
+    with StreamPublisher("tcp://127.0.0.1:0") as pub, \
+            StreamSource(pub.endpoints, chunk_frames=8, receive_timeout=5) as source:
+        pub.wait_for_subscribers()
+        pub.send_frames(frames_of(16))
+        pub.end_acquisition()
+        taken = list(source.chunks())   # both chunks, then the end: the iteration stops
+        source.unread(taken)
+        t0 = time.monotonic()
+        again = list(source.chunks())
+        waited = time.monotonic() - t0
+    assert [c.numbers.tolist() for c in again] == [c.numbers.tolist() for c in taken]
+    assert waited < 2, f"the iteration waited {waited:.1f} s instead of ending at the end"
+
+
 def test_chunks_given_back_keep_their_headers():
     with StreamPublisher("tcp://127.0.0.1:0") as pub, \
             StreamSource(pub.endpoints, chunk_frames=4) as source:

@@ -69,11 +69,13 @@ class ChunkQueue:
             self._ready.notify()
             return True
 
-    def put_back(self, items: list) -> None:
-        """Put chunks taken earlier back in front of the others, in the order given
-        (beyond ``limit`` if need be: they were in the queue before)."""
+    def put_back(self, items: list, then=None) -> None:
+        """Put chunks taken earlier back in front of the others, in the order given, and
+        after them the marker ``then`` unless None (beyond ``limit`` if need be: they were
+        in the queue before)."""
+        entries = [(True, item) for item in items] + ([] if then is None else [(False, then)])
         with self._ready:
-            self._items.extendleft((True, item) for item in reversed(items))
+            self._items.extendleft(reversed(entries))
             self._chunks += len(items)
             self._ready.notify()
 

@@ -254,6 +254,8 @@ class StreamSource(FrameSource):
             self._shape_known.set()
         self._last_message = time.monotonic()
         self._error: BaseException | None = None
+        # Whether the last thing an iteration took was an acquisition's end (`unread`).
+        self._end_read = False
         self._stop = threading.Event()
         self._context = zmq.Context()
         self._sockets: list[zmq.Socket] = []
@@ -370,12 +372,17 @@ class StreamSource(FrameSource):
         ----------
         chunks
             As `chunks` yielded them: `FrameChunk` s, or ``(chunk, headers)`` pairs
-            (chunks given back without their headers have None for them).
+            (chunks given back without their headers have None for them); maybe none.
+            With ``stop_at_end``, an end of the acquisition the iteration read after them
+            goes back after them.
         """
         items = [item if isinstance(item, tuple) and not isinstance(item, FrameChunk)
                  else (item, None) for item in chunks]
         self._count(frames_yielded=-sum(len(chunk.numbers) for chunk, _ in items))
-        self._queue.put_back(items)
+        # The acquisition's end, if the iteration read it after these: it goes back too,
+        # so that the next iteration ends where this one would have.
+        end, self._end_read = (END if self._end_read else None), False
+        self._queue.put_back(items, then=end)
 
     def _iterate(self, with_headers: bool, until: threading.Event | None):
         began = time.monotonic()
@@ -395,8 +402,10 @@ class StreamSource(FrameSource):
                 return
             if item is END:
                 if self.stop_at_end:
+                    self._end_read = True
                     return
                 continue
+            self._end_read = False
             chunk, headers = item
             self._count(frames_yielded=len(chunk.numbers))
             yield (chunk, headers) if with_headers else chunk

@@ -337,8 +337,9 @@ class _Consumer:
             pedestal = w._pedestal.copy() if w._pedestal is not None else None
             if pedestal is None:
                 self._status("training the pedestal")
-                pedestal = train_pedestal_for(self._spec, w.dark,
-                                              default_n_pedestal(w.dark), progress=False)
+                pedestal = train_pedestal_for(
+                    self._spec, w.dark, self._spec.n_pedestal or default_n_pedestal(w.dark),
+                    progress=False)
             # on_truncation="error": no warning on this thread, where nobody would see it;
             # truncated frames are counted and shown instead.
             finder = self._spec.make_finder(pedestal, on_truncation="error")
@@ -394,12 +395,12 @@ class _Consumer:
         except Exception as err:  # shown in the widget, never a traceback
             self.ui.call_soon(w._failed, err)
         finally:
-            self._stop.set()  # ends the read-ahead thread and closes the source
+            self._stop.set()  # ends the read-ahead thread; the source stays open
 
     def _chunks(self):
-        """The source's chunks, read ahead; none is handed out while paused or after a
-        stop. A live stream that can take chunks back (`StreamSource.unread`) gets those
-        read but never processed, so that a restarted run begins with them."""
+        """The source's chunks, read ahead; none is handed out while paused, nor once a
+        stop is seen. A live stream that can take chunks back (`StreamSource.unread`) gets
+        those read but never processed, so that a restarted run begins with them."""
         source = self.widget.source
         unread = getattr(source, "unread", None)
         if unread is None:

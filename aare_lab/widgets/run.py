@@ -119,7 +119,8 @@ class FinderRunner:
         return len(self.numbers)
 
     def pedestal_for(self, spec: FinderSpec) -> Pedestal:
-        """The starting pedestal of ``spec``'s dtype and noise (trained once, then kept)."""
+        """The starting pedestal of ``spec``'s dtype and noise (trained once, then kept),
+        from dark frames that must all read G0 if ``spec`` has a calibration."""
         key = (spec.pedestal_dtype, spec.noise)
         if key not in self._pedestals:
             if self.dark is None:
@@ -127,7 +128,8 @@ class FinderRunner:
                 raise ValueError(f"no dark frames to train a {key[0]} pedestal with "
                                  f"{key[1]} noise; the pedestal given is {have}")
             self._pedestals[key] = train_pedestal(self.dark, self.n_pedestal, dtype=key[0],
-                                                  noise=key[1], progress=False)
+                                                  noise=key[1], progress=False,
+                                                  g0_only=spec.calibration is not None)
         return self._pedestals[key]
 
     def run(self, job, spec: FinderSpec, *, clusters: bool = True,
