@@ -508,7 +508,8 @@ class Simulator:
         return np.empty((n, *self._detector.frame_shape), dtype=FRAME_DTYPE)
 
     def dark(self, n: int, start: int = 0) -> np.ndarray:
-        """Dark frames ``start .. start + n - 1``: pedestal and noise, no photons, no drift.
+        """Dark frames ``start .. start + n - 1``: pedestal and noise, no photons, no drift
+        (the JUNGFRAU simulator's: raw G0 values, gain bits 00).
 
         Parameters
         ----------

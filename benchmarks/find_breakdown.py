@@ -39,7 +39,7 @@ from aare_lab import Pedestal  # noqa: E402
 from aare_lab.finders import CudaFinder, _assembly  # noqa: E402
 from aare_lab.gpu import cupy_or_raise, device_info  # noqa: E402
 from aare_lab.gpu import engine as engine_module  # noqa: E402
-from aare_lab.parallel import pool_threads  # noqa: E402
+from aare_lab.parallel import _pool  # noqa: E402
 from aare_lab.simulate import Beam, Simulator  # noqa: E402
 
 N_PEDESTAL = 1000
@@ -126,7 +126,7 @@ def main(argv=None):
     record = {"benchmark": "find_breakdown", "date": datetime.now(timezone.utc).isoformat(),
               "git_commit": git_commit(), "aare_lab_version": aare_lab.__version__,
               "gpu": device_info(), "parameters": vars(args) | {"out": str(args.out),
-                                               "threads": {p: pool_threads(p) for p in ("default", "staging")}},
+                                               "threads": {p: _pool(p)[1] for p in ("default", "staging")}},
               "cases": []}
     for size in args.sizes.split(","):
         for window_dtype in args.window_dtypes.split(","):

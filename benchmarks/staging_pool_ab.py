@@ -3,8 +3,9 @@
 Run on a machine with an NVIDIA GPU: ``OUT=dir python benchmarks/staging_pool_ab.py``.
 20 000 dense MÖNCH frames (as ``gpu_pipeline.py``), float32, 3x3 and 9x9: ``find()`` from
 the NumPy array and the staged batches alone, best of 3, with the staging copies on their
-own pool (as shipped), on the pool the results are copied with (as before), and on their own
-again (to see the drift of the host). Writes ``$OUT/staging_pool_ab.json``.
+own pool (as shipped), on the default pool the results are copied with (as before ab15e25;
+that pool has had up to 16 threads since 469dd2e), and on their own again (to see the
+drift of the host). Writes ``$OUT/staging_pool_ab.json``.
 """
 import os, time, json, numpy as np
 from concurrent.futures import ThreadPoolExecutor

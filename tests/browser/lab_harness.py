@@ -626,13 +626,14 @@ class NotebookRun:
         while True:
             shots = self.canvases()
             empty = [i for i, shot in enumerate(shots[:want_canvases]) if shot.looks_empty]
-            if not empty or time.monotonic() - t0 > CANVAS_GRACE_S:
+            if (not empty and len(shots) >= want_canvases) or time.monotonic() - t0 > CANVAS_GRACE_S:
                 break
             time.sleep(0.25)
         if time.monotonic() - t0 > 0.5:
+            late = "still empty or missing" if empty or len(shots) < want_canvases else "drawn"
             self.report.checks.append(
-                f"canvas(es) {empty or 'all'} {'still empty' if empty else 'drawn'} "
-                f"{time.monotonic() - t0:.1f} s after the kernel went idle"
+                f"canvas(es) {empty or 'all'} {late} {time.monotonic() - t0:.1f} s after the "
+                "kernel went idle"
             )
         self.report.canvases = len(shots)
         self.report.controls = self.page.locator(CONTROL_SELECTOR).count()
