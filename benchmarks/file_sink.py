@@ -12,7 +12,6 @@ Usage: ``python benchmarks/file_sink.py [--frames 3840] [--dir /tmp]``
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -27,7 +26,7 @@ import h5py
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from cpu_finders import git_commit  # noqa: E402
+from cpu_finders import git_commit, write_record  # noqa: E402
 
 import aare_lab  # noqa: E402
 from aare_lab import FrozenFinder, Pedestal  # noqa: E402
@@ -84,10 +83,7 @@ def main(argv=None) -> int:
     }
     print(f"{n_frames} frames, {clusters:,} clusters: {n_frames / best:.0f} frames/s, "
           f"{nbytes / best / 1e9:.2f} GB/s of cluster fields, file {size / 1e6:.0f} MB")
-    args.out.mkdir(parents=True, exist_ok=True)
-    out = args.out / f"file_sink_{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.json"
-    out.write_text(json.dumps(record, indent=1))
-    print(out)
+    write_record(record, args.out)
     return 0
 
 

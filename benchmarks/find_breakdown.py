@@ -21,7 +21,6 @@ Writes ``benchmarks/results/find_breakdown_<date>.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from datetime import datetime, timezone
@@ -32,7 +31,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from cpu_finders import git_commit  # noqa: E402
+from cpu_finders import git_commit, write_record  # noqa: E402
 
 import aare_lab  # noqa: E402
 from aare_lab import Pedestal  # noqa: E402
@@ -141,10 +140,7 @@ def main(argv=None):
             case["sink_add_replayed"] = replay_sink(finder, frames[:args.replay_frames])
             print("   sink.add replayed:", case["sink_add_replayed"], flush=True)
             record["cases"].append(case)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"find_breakdown_{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.json"
-    path.write_text(json.dumps(record, indent=1))
-    print("wrote", path)
+    write_record(record, args.out)
 
 
 if __name__ == "__main__":

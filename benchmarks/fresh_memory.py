@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import itertools
-import json
 import mmap
 import os
 import platform
@@ -39,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cpu_finders import git_commit  # noqa: E402
+from cpu_finders import git_commit, write_record  # noqa: E402
 
 MADV_HUGEPAGE = 14
 MADV_NOHUGEPAGE = 15
@@ -200,10 +199,7 @@ def main(argv=None) -> int:
         "parameters": {"bytes": n, "repeats": args.repeats, "piece_bytes": PIECE},
         "cases": cases,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"fresh_memory_{datetime.now(UTC):%Y%m%dT%H%M%S}.json"
-    path.write_text(json.dumps(record, indent=1))
-    print(path)
+    write_record(record, args.out)
     return 0
 
 
