@@ -17,7 +17,7 @@ frames repeated to ``--frames``), 3x3 and 9x9 clusters, float32 and float64 pede
 - device-resident end to end: the same from a CuPy array, clusters to the host, and
   ``spectrum`` (device histogram, no clusters shipped): the re-find of a slider;
 - kernel time per frame: CUDA events around the chunk kernel alone, on an otherwise idle
-  stream, with 512 and with 256 threads per block (and the device spectrum with 256);
+  stream, with the finder's default threads per block and with every other block size;
 - minor page faults (``getrusage``) during every timed region, beside it;
 - the CPU peer: aare ``ClusterFinderMT`` on all host cores, in a subprocess (an interpreter
   with aare: ``$AARE_PYTHON_2026_9_30``, see ``tests/aare_env.py``), on the first
@@ -65,6 +65,7 @@ import aare_lab  # noqa: E402
 from aare_lab import Pedestal  # noqa: E402
 from aare_lab.finders import CudaFinder  # noqa: E402
 from aare_lab.gpu import cupy_or_raise, device_info, pinned_frames  # noqa: E402
+from aare_lab.gpu.kernels import BLOCK_THREADS  # noqa: E402
 from aare_lab.parallel import parallel_copy, pool_threads  # noqa: E402
 from aare_lab.simulate import Beam, Simulator  # noqa: E402
 
@@ -244,10 +245,11 @@ def main(argv=None):
         t0 = time.perf_counter()
         parallel_copy(frames, pinned, pool="staging")   # as the feed stages frames
         copies.append(time.perf_counter() - t0)
-    threads = pool_threads("staging")
+    # Not ``threads``: that is the cores aare's finder gets below.
+    copy_threads = pool_threads("staging")
     record["host_copy"] = {"seconds": copies, "GB_per_s": frames.nbytes / min(copies) / 1e9,
-                           "threads": threads, "pool": "staging"}
-    print(f"host copy into pinned memory ({threads} threads): "
+                           "threads": copy_threads, "pool": "staging"}
+    print(f"host copy into pinned memory ({copy_threads} threads): "
           f"{record['host_copy']['GB_per_s']:.1f} GB/s", flush=True)
 
     for dtype in args.dtypes.split(","):
@@ -316,16 +318,12 @@ def main(argv=None):
                 n = {"slider_refind": args.slider_frames,
                      "find_out": len(part)}.get(name, args.frames)
                 run.update(summary(run["seconds"], n))
-            for block in (512, 256):
+            default = finder()._engine.threads
+            for block in (default, *(t for t in BLOCK_THREADS if t != default)):
                 kernel = kernel_seconds(cp, finder(block_threads=block), dev, args.repeats)
-                runs["kernel" if block == 512 else f"kernel_{block}_threads"] = {
-                    "seconds": kernel, **summary(kernel, args.frames),
+                runs["kernel" if block == default else f"kernel_{block}_threads"] = {
+                    "seconds": kernel, **summary(kernel, args.frames), "block_threads": block,
                     "us_per_frame_best": min(kernel) / args.frames * 1e6}
-            f = finder(block_threads=256)
-            runs["device_spectrum_256_threads"] = repeat(
-                cp, lambda: int(f.spectrum(dev, progress=False)["counts"].sum()), args.repeats)
-            runs["device_spectrum_256_threads"].update(
-                summary(runs["device_spectrum_256_threads"]["seconds"], args.frames))
             for run in runs.values():
                 run["share_of_h2d_floor"] = run["best_fps"] / floor["best_fps"]
             case["aare_lab"] = runs

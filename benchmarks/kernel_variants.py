@@ -7,8 +7,9 @@ options and timed with CUDA events on device-resident MÖNCH frames, chunk after
 in the same process. The differences to ``as shipped`` place the time inside the kernel
 without hardware counters (METHOD.md). ``--baseline FILE`` also times the kernel of another
 source as it is, e.g. an earlier commit's (``git show HEAD:kernels/frozen.cu > FILE``), with
-the same finder and shared memory, so old and new are measured in one run. Results go to
-``benchmarks/results/`` as JSON.
+the same finder and shared memory, so old and new are measured in one run; ``--threads``
+times each at several block sizes. Each compiled kernel's registers per thread and local
+memory (spills) are recorded beside its time. Results go to ``benchmarks/results/`` as JSON.
 """
 
 from __future__ import annotations
@@ -31,7 +32,10 @@ from aare_lab import Pedestal  # noqa: E402
 from aare_lab.finders import CudaFinder  # noqa: E402
 from aare_lab.gpu import cupy_or_raise, device_info  # noqa: E402
 from aare_lab.gpu.kernels import ENTRY, OPTIONS, SOURCE, kernel_dir  # noqa: E402
-from aare_lab.simulate import Simulator  # noqa: E402
+from aare_lab.simulate import Beam, Detector, Simulator  # noqa: E402
+
+#: The simulator's MÖNCH beam: 2300 photons on 400x400 pixels, kept per pixel on other shapes.
+MOENCH_PHOTONS, MOENCH_PIXELS = 2300, 400 * 400
 
 #: name: (what is left out, [(text, replacement), ...])
 VARIANTS = {
@@ -64,6 +68,10 @@ def patched(source: str, name: str) -> str:
     return source
 
 
+#: cuFuncGetAttribute: CU_FUNC_ATTRIBUTE_NUM_REGS, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
+_ATTR_REGS, _ATTR_LOCAL_BYTES = 4, 3
+
+
 def compile_variant(cp, source: str, spec):
     from cupy.cuda import compiler
 
@@ -91,38 +99,61 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--baseline", type=Path, action="append", default=[],
                         help="also time the kernel of this source as it is (repeatable)")
+    parser.add_argument("--threads", default="512",
+                        help="block sizes to time each kernel at, comma-separated")
+    parser.add_argument("--sizes", default="3x3,9x9", help="cluster sizes, comma-separated")
+    parser.add_argument("--shape", default="400x400",
+                        help="frame shape NYxNX (photons per frame scale with the area)")
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help="the variants to time, comma-separated (default: all)")
     args = parser.parse_args(argv)
+    chosen = args.variants.split(",")
+    unknown = sorted(set(chosen) - set(VARIANTS))
+    if unknown:
+        parser.error(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
     cp = cupy_or_raise()
-    sim = Simulator(seed=1)
+    ny, nx = (int(v) for v in args.shape.split("x"))
+    sim = Simulator(Detector(frame_shape=(ny, nx)),
+                    Beam(photons_per_frame=MOENCH_PHOTONS * ny * nx / MOENCH_PIXELS), seed=1)
     dark = sim.dark(1000)
     unique = sim.frames(512)[0]
     dev = cp.asarray(np.resize(unique, (args.frames, *unique.shape[1:])))
     source = (kernel_dir() / SOURCE).read_text()
-    kernels = [(name, left_out, patched(source, name)) for name, (left_out, _) in VARIANTS.items()]
+    kernels = [(name, left_out, patched(source, name)) for name, (left_out, _) in VARIANTS.items()
+               if name in chosen]
     kernels += [(f"baseline {path.name}", f"nothing: the kernel of {path}", path.read_text())
                 for path in args.baseline]
     record = {"benchmark": "kernel_variants", "date": datetime.now(timezone.utc).isoformat(),
               "git_commit": git_commit(), "gpu": device_info(),
               "parameters": {"frames": args.frames, "repeats": args.repeats,
+                             "threads": args.threads, "frame_shape": [ny, nx],
                              "photons_per_frame": sim.beam.photons_per_frame},
               "cases": []}
     for dtype in args.dtypes.split(","):
         ped = Pedestal(unique.shape[1:], 1000, dtype)
         ped.push_dark(dark)
-        for size in ((3, 3), (9, 9)):
-            finder = CudaFinder(ped.copy(), 5.0, size, chunk_frames=512)
-            finder._to_device()
-            spec = finder._engine.spec
-            for name, left_out, text in kernels:
-                module, kernel = compile_variant(cp, text, spec)
-                seconds = time_kernel(cp, finder, kernel, dev, args.repeats)
-                us = [s / args.frames * 1e6 for s in seconds]
-                record["cases"].append({"pedestal_dtype": dtype, "cluster_size": f"{size[0]}x{size[1]}",
-                                        "variant": name, "left_out": left_out, "seconds": seconds,
-                                        "us_per_frame_best": min(us),
-                                        "us_per_frame_median": statistics.median(us)})
-                print(f"{dtype} {size[0]}x{size[1]} {name:20s} {min(us):6.2f} us/frame "
-                      f"(median {statistics.median(us):6.2f})", flush=True)
+        for size in (tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")):
+            for threads in (int(t) for t in args.threads.split(",")):
+                finder = CudaFinder(ped.copy(), 5.0, size, chunk_frames=512,
+                                    block_threads=threads)
+                finder._to_device()
+                spec = finder._engine.spec
+                for name, left_out, text in kernels:
+                    module, kernel = compile_variant(cp, text, spec)
+                    regs = cp.cuda.driver.funcGetAttribute(_ATTR_REGS, kernel.ptr)
+                    local = cp.cuda.driver.funcGetAttribute(_ATTR_LOCAL_BYTES, kernel.ptr)
+                    seconds = time_kernel(cp, finder, kernel, dev, args.repeats)
+                    us = [s / args.frames * 1e6 for s in seconds]
+                    record["cases"].append({
+                        "pedestal_dtype": dtype, "cluster_size": f"{size[0]}x{size[1]}",
+                        "block_threads": threads, "bands": finder._engine.n_bands,
+                        "pixels_per_thread": spec.pixels_per_thread,
+                        "registers": regs, "local_bytes": local,
+                        "variant": name, "left_out": left_out, "seconds": seconds,
+                        "us_per_frame_best": min(us), "us_per_frame_median": statistics.median(us)})
+                    print(f"{dtype} {size[0]}x{size[1]} {threads:4d} threads {name:24s} "
+                          f"{min(us):6.2f} us/frame (median {statistics.median(us):6.2f}) "
+                          f"{regs} regs, {local} B local", flush=True)
     write_record(record, args.out)
 
 

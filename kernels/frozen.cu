@@ -19,8 +19,8 @@
 //   CLUSTER_NY, CLUSTER_NX   the cluster window, both odd
 //   PIXELS_PER_THREAD        a bound on the band pixels of one thread (registers)
 //   FRAME_NX                 the frame's width
-//   MAX_THREADS              threads per block, 256 or 512; 512 of them share an SM's
-//                            registers (128 per thread)
+//   MAX_THREADS              threads per block, 256, 512 or 1024; 512 of them share an
+//                            SM's registers at 128 per thread, 1024 at 64
 //   COMMON_MODE              1: estimate and subtract a common-mode offset per region and
 //                            frame (twin: aare_lab/finders/_common_mode.py); 0 (or
 //                            undefined): the code below compiles exactly as without it
@@ -102,39 +102,50 @@ typedef unsigned long long u64;
 
 // ---------------------------------------------------------------- the contract's arithmetic
 
-__device__ __forceinline__ STATE_T pixel_value(u16 x, STATE_T off, STATE_T s, STATE_T N)
+// `mean` and `mean2` are a pixel's s / N and s2 / N at the start of the frame, divided once
+// per frame (`quotients`): the CPU twins divide where they need them, the same division
+// of the same state, so the quotients and everything computed from them are the same.
+__device__ __forceinline__ void quotients(STATE_T s, STATE_T s2, STATE_T N, STATE_T& mean,
+                                          STATE_T& mean2)
+{
+    mean = s / N;
+    mean2 = s2 / N;
+}
+
+__device__ __forceinline__ STATE_T pixel_value(u16 x, STATE_T off, STATE_T mean)
 {
     // _arith.values_row
     STATE_T v = (STATE_T)x;
-    return (v - off) - s / N;
+    return (v - off) - mean;
 }
 
-__device__ __forceinline__ STATE_T corrected_value(u16 x, STATE_T off, STATE_T corr, STATE_T s,
-                                                   STATE_T N)
+__device__ __forceinline__ STATE_T corrected_value(u16 x, STATE_T off, STATE_T corr,
+                                                   STATE_T mean)
 {
     // _arith.values_row with a correction row
     STATE_T v = (STATE_T)x;
     STATE_T y = (v - off) - corr;
-    return y - s / N;
+    return y - mean;
 }
 
-__device__ __forceinline__ STATE_T pixel_threshold(STATE_T s, STATE_T s2, STATE_T rms_fixed,
-                                                   int fixed, STATE_T N, STATE_T nsig)
+__device__ __forceinline__ STATE_T pixel_threshold(STATE_T mean, STATE_T mean2,
+                                                   STATE_T rms_fixed, int fixed, STATE_T nsig)
 {
     // _arith.thresholds_row
     if (fixed)
         return nsig * rms_fixed;
-    const STATE_T zero = N - N;
-    STATE_T resid = s / N;
-    STATE_T var = s2 / N - resid * resid;
+    const STATE_T zero = 0;
+    STATE_T resid = mean;
+    STATE_T var = mean2 - resid * resid;
     return nsig * sqrt(var > zero ? var : zero);
 }
 
-__device__ __forceinline__ void ema(STATE_T& s, STATE_T& s2, STATE_T y, STATE_T N)
+__device__ __forceinline__ void ema(STATE_T& s, STATE_T& s2, STATE_T y, STATE_T mean,
+                                    STATE_T mean2)
 {
     // _arith.ema
-    STATE_T new_s = s + (y - s / N);
-    STATE_T new_s2 = s2 + (y * y - s2 / N);
+    STATE_T new_s = s + (y - mean);
+    STATE_T new_s2 = s2 + (y * y - mean2);
     s = new_s;
     s2 = new_s2;
 }
@@ -347,7 +358,8 @@ __device__ __forceinline__ void await(const unsigned int* flag, unsigned int val
 
 // ---------------------------------------------------------------- the chunk kernel
 
-extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) frozen_chunk(
+extern "C" __global__ void __launch_bounds__(MAX_THREADS, MAX_THREADS < 512 ? 512 / MAX_THREADS : 1)
+frozen_chunk(
     const u16* __restrict__ frames, const int n_frames, const int ny,
     const STATE_T* __restrict__ off, STATE_T* __restrict__ s, STATE_T* __restrict__ s2,
     const STATE_T* __restrict__ rms_fixed, const int fixed,
@@ -409,8 +421,10 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
     unsigned int* barrier = sync + G * FLAG_STRIDE;
     unsigned int barriers = 0;   // grid barriers passed so far
 
-    // The band's state stays in registers for the whole chunk: one thread, one pixel's state.
-    STATE_T s_r[PIXELS_PER_THREAD], s2_r[PIXELS_PER_THREAD];
+    // The band's state stays in registers for the whole chunk: one thread, one pixel's state,
+    // its offset, and per frame its quotients and threshold (from the frame-start state).
+    STATE_T s_r[PIXELS_PER_THREAD], s2_r[PIXELS_PER_THREAD], off_r[PIXELS_PER_THREAD];
+    STATE_T mean_r[PIXELS_PER_THREAD], mean2_r[PIXELS_PER_THREAD], thr_r[PIXELS_PER_THREAD];
     u16 raw[PIXELS_PER_THREAD];
 #if GAIN_SWITCHING
     u8 status[PIXELS_PER_THREAD];   // of the current frame; raw[] then holds its ADC values
@@ -421,6 +435,7 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
         if (p < P) {
             s_r[k] = s[band + p];
             s2_r[k] = s2[band + p];
+            off_r[k] = off[band + p];
             raw[k] = frames[band + p];
         }
     }
@@ -441,13 +456,18 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
             if (k >= rounds)
                 break;
             const unsigned int ballot = __ballot_sync(0xffffffffu, (stores >> k) & 1u);
-            int before = 0, in_round = 0;
+            // Lane w reads warp w's count; a scan across the lanes gives the stores of the
+            // warps before this one and the round's total.
+            const int c = lane < WARPS ? warp_stores[k * 32 + lane] : 0;
+            int incl = c;
 #pragma unroll
-            for (int w = 0; w < WARPS; ++w) {
-                const int c = warp_stores[k * 32 + w];
-                before += w < warp ? c : 0;
-                in_round += c;
+            for (int d = 1; d < 32; d <<= 1) {
+                const int y = __shfl_up_sync(0xffffffffu, incl, d);
+                if (lane >= d)
+                    incl += y;
             }
+            const int before = __shfl_sync(0xffffffffu, incl - c, warp);
+            const int in_round = __shfl_sync(0xffffffffu, incl, 31);
             unsigned int pending = ballot;
             while (pending) {
                 const int src = __ffs(pending) - 1;
@@ -505,6 +525,17 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
         STATE_T* tile = tiles + (f & 1) * tile_px;
         const long long map = map_slot[f];
 
+        // The frame-start state's quotients and thresholds, once per pixel and frame.
+#pragma unroll
+        for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
+            const int p = k * T + tid;
+            if (p < P) {
+                quotients(s_r[k], s2_r[k], N, mean_r[k], mean2_r[k]);
+                thr_r[k] = pixel_threshold(mean_r[k], mean2_r[k], __ldg(&rms_fixed[band + p]),
+                                           fixed, nsig);
+            }
+        }
+
 #if GAIN_SWITCHING
         // _gain.decode_row: the ADC values and the status of the band's pixels.
         {
@@ -541,9 +572,8 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
                         label = -1;
 #endif
                     if (label >= 0) {
-                        const STATE_T v0 = pixel_value(raw[k], __ldg(&off[band + p]), s_r[k], N);
-                        const STATE_T thr = pixel_threshold(
-                            s_r[k], s2_r[k], __ldg(&rms_fixed[band + p]), fixed, N, nsig);
+                        const STATE_T v0 = pixel_value(raw[k], off_r[k], mean_r[k]);
+                        const STATE_T thr = thr_r[k];
                         const STATE_T centre = pass == 0 ? (STATE_T)0 : cm_centre[label];
                         if (fabs(v0 - centre) <= thr)
                             q = fixed_point(v0);
@@ -585,11 +615,11 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
                 const int i = lo + p / nx;
 #if COMMON_MODE
                 const int label = __ldg(&cm_labels[band + p]);
-                const STATE_T v_adu = corrected_value(raw[k], __ldg(&off[band + p]),
+                const STATE_T v_adu = corrected_value(raw[k], off_r[k],
                                                       label >= 0 ? cm_centre[label] : (STATE_T)0,
-                                                      s_r[k], N);
+                                                      mean_r[k]);
 #else
-                const STATE_T v_adu = pixel_value(raw[k], __ldg(&off[band + p]), s_r[k], N);
+                const STATE_T v_adu = pixel_value(raw[k], off_r[k], mean_r[k]);
 #endif
 #if GAIN_SWITCHING
                 const STATE_T v = calibrated_value(status[k], raw[k], v_adu, cal_pedestal,
@@ -670,15 +700,12 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
                     }
                 }
 #if GAIN_SWITCHING
-                const STATE_T thr = kev_threshold(
-                    pixel_threshold(s_r[k], s2_r[k], __ldg(&rms_fixed[band + p]), fixed, N, nsig),
-                    cal_gain, band + p);
+                const STATE_T thr = kev_threshold(thr_r[k], cal_gain, band + p);
                 const int code = gated(classify(vp, thr, m, tot, c3), status[k]);
                 // _arith.update_quiet_row with a status row: only G0 is pushed
                 const bool push = code == QUIET_UPDATE && status[k] == ST_G0;
 #else
-                const STATE_T thr = pixel_threshold(s_r[k], s2_r[k], __ldg(&rms_fixed[band + p]),
-                                                    fixed, N, nsig);
+                const STATE_T thr = thr_r[k];
                 const int code = classify(vp, thr, m, tot, c3);
                 const bool push = code == QUIET_UPDATE;
 #endif
@@ -690,9 +717,9 @@ extern "C" __global__ void __launch_bounds__(MAX_THREADS, 512 / MAX_THREADS) fro
 #if COMMON_MODE
                     const int label = __ldg(&cm_labels[band + p]);
                     const STATE_T corr = label >= 0 ? cm_centre[label] : (STATE_T)0;
-                    ema(s_r[k], s2_r[k], (xv - __ldg(&off[band + p])) - corr, N);
+                    ema(s_r[k], s2_r[k], (xv - off_r[k]) - corr, mean_r[k], mean2_r[k]);
 #else
-                    ema(s_r[k], s2_r[k], xv - __ldg(&off[band + p]), N);
+                    ema(s_r[k], s2_r[k], xv - off_r[k], mean_r[k], mean2_r[k]);
 #endif
                 }
                 if (map >= 0)

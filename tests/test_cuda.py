@@ -92,9 +92,12 @@ def test_cuda_equals_frozen(runs, shape, cluster_size, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", list(SHAPES))
 @pytest.mark.parametrize("dtype, cluster_size", [("float32", (3, 3)), ("float64", (9, 9))])
-def test_cuda_equals_frozen_with_two_blocks_per_multiprocessor(runs, shape, dtype, cluster_size):
+@pytest.mark.parametrize("threads", [256, 512])
+def test_cuda_equals_frozen_for_every_block_size(runs, shape, dtype, cluster_size, threads):
+    """Two blocks of 256 threads per multiprocessor, or one of 512 (128 registers each);
+    the default, 1024 threads (64 registers), is every other test's."""
     cpu, gpu, ped_cpu, ped_gpu = both(runs(shape), dtype, cluster_size, chunk_frames=16,
-                                      block_threads=256)
+                                      block_threads=threads)
     assert_same(cpu, gpu, ped_cpu, ped_gpu)
 
 

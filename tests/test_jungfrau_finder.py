@@ -410,7 +410,7 @@ def test_cuda_with_a_calibration_for_any_chunking_split_and_block_size(cm):
     expected_ped = ped.copy()
     expected = FrozenFinder(expected_ped, 5.0, 3, **options).find(
         frames, branch_maps=True, progress=False)
-    for chunk, calls, threads in [(1, [(0, 24)], 512), (7, [(0, 5), (5, 24)], 512),
+    for chunk, calls, threads in [(1, [(0, 24)], 1024), (7, [(0, 5), (5, 24)], 512),
                                   (16, [(0, 13), (13, 14), (14, 24)], 256)]:
         gpu_ped = ped.copy()
         finder = CudaFinder(gpu_ped, 5.0, 3, chunk_frames=chunk, block_threads=threads,

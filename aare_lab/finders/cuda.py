@@ -22,6 +22,7 @@ from ..clipping import refuse_clipping
 from ..gpu.device import cupy_or_raise
 from ..gpu.engine import FrozenEngine, Launch
 from ..gpu.feed import HOST_MEMORY, HostFeed
+from ..gpu.kernels import DEFAULT_BLOCK_THREADS
 from ..gpu.source import DeviceArraySource
 from ..results import energy_coords
 from ..sources import ArraySource, FrameSource
@@ -54,8 +55,10 @@ class CudaFinder(Finder):
         Frames already in page-locked memory (`aare_lab.gpu.pinned_frames`) are always
         copied directly.
     block_threads
-        Threads per GPU block, 512 (one block per multiprocessor) or 256 (two); results do
-        not depend on it, speed does (``benchmarks/gpu_pipeline.py`` measures both).
+        Threads per GPU block: 1024 (the default) or 512, one block per multiprocessor, or
+        256, two. Results do not depend on it, speed does: 1024 threads hide more of each
+        frame's latency and were the fastest for every frame shape, cluster size and
+        pedestal dtype measured (``benchmarks/kernel_variants.py --threads``).
 
     Raises
     ------
@@ -66,7 +69,8 @@ class CudaFinder(Finder):
     name = "cuda"
     default_chunk_frames = 512
 
-    def __init__(self, *args, host_memory: str = "auto", block_threads: int = 512, **kwargs):
+    def __init__(self, *args, host_memory: str = "auto",
+                 block_threads: int = DEFAULT_BLOCK_THREADS, **kwargs):
         super().__init__(*args, **kwargs)
         if host_memory not in HOST_MEMORY:
             raise ValueError(f"host_memory must be one of {', '.join(HOST_MEMORY)}, "

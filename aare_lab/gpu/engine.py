@@ -24,6 +24,7 @@ from .device import cuda_context, cupy_or_raise
 from .feed import pinned_array
 from .kernels import (
     BLOCK_THREADS,
+    DEFAULT_BLOCK_THREADS,
     FLAG_STRIDE,
     MAX_PIXELS_PER_THREAD,
     SCAN_BYTES,
@@ -84,7 +85,7 @@ class FrozenEngine:
     chunk_frames
         The most frames one launch processes.
     threads
-        Threads per block, 256 or 512 (see `aare_lab.gpu.kernels.BLOCK_THREADS`).
+        Threads per block, 256, 512 or 1024 (`aare_lab.gpu.kernels.BLOCK_THREADS`).
     labels
         The common-mode region of every pixel, ``(ny, nx)`` integers with -1 for pixels
         outside every region (`aare_lab.common_mode.CommonMode.labels`), or None for no
@@ -101,7 +102,8 @@ class FrozenEngine:
     """
 
     def __init__(self, frame_shape: tuple[int, int], state_dtype: str, window_dtype: str,
-                 cluster_size: tuple[int, int], chunk_frames: int, threads: int = 512,
+                 cluster_size: tuple[int, int], chunk_frames: int,
+                 threads: int = DEFAULT_BLOCK_THREADS,
                  labels: np.ndarray | None = None,
                  calibration: tuple[np.ndarray, np.ndarray] | None = None):
         if threads not in BLOCK_THREADS:
@@ -123,7 +125,7 @@ class FrozenEngine:
         cp.cuda.runtime.deviceSynchronize()
         sms = cp.cuda.runtime.deviceGetAttribute(_ATTR_SMS, device.id)
         # Every band's block must be resident at once: as many blocks per SM as fit.
-        for per_sm in range(SM_THREADS // threads, 0, -1):
+        for per_sm in range(max(1, SM_THREADS // threads), 0, -1):
             self._configure(sms * per_sm)
             resident = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
                 self.kernel.ptr, threads, self.shared)
