@@ -65,7 +65,7 @@ import aare_lab  # noqa: E402
 from aare_lab import Pedestal  # noqa: E402
 from aare_lab.finders import CudaFinder  # noqa: E402
 from aare_lab.gpu import cupy_or_raise, device_info, pinned_frames  # noqa: E402
-from aare_lab.gpu.kernels import BLOCK_THREADS  # noqa: E402
+from aare_lab.gpu.kernels import BLOCK_THREADS, DEFAULT_BLOCK_THREADS  # noqa: E402
 from aare_lab.parallel import parallel_copy, pool_threads  # noqa: E402
 from aare_lab.simulate import Beam, Simulator  # noqa: E402
 
@@ -318,7 +318,7 @@ def main(argv=None):
                 n = {"slider_refind": args.slider_frames,
                      "find_out": len(part)}.get(name, args.frames)
                 run.update(summary(run["seconds"], n))
-            default = finder()._engine.threads
+            default = DEFAULT_BLOCK_THREADS
             for block in (default, *(t for t in BLOCK_THREADS if t != default)):
                 kernel = kernel_seconds(cp, finder(block_threads=block), dev, args.repeats)
                 runs["kernel" if block == default else f"kernel_{block}_threads"] = {

@@ -31,7 +31,13 @@ from gpu_pipeline import kernel_seconds  # noqa: E402
 from aare_lab import Pedestal  # noqa: E402
 from aare_lab.finders import CudaFinder  # noqa: E402
 from aare_lab.gpu import cupy_or_raise, device_info  # noqa: E402
-from aare_lab.gpu.kernels import ENTRY, OPTIONS, SOURCE, kernel_dir  # noqa: E402
+from aare_lab.gpu.kernels import (  # noqa: E402
+    DEFAULT_BLOCK_THREADS,
+    ENTRY,
+    OPTIONS,
+    SOURCE,
+    kernel_dir,
+)
 from aare_lab.simulate import Beam, Detector, Simulator  # noqa: E402
 
 #: The simulator's MÖNCH beam: 2300 photons on 400x400 pixels, kept per pixel on other shapes.
@@ -99,7 +105,7 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--baseline", type=Path, action="append", default=[],
                         help="also time the kernel of this source as it is (repeatable)")
-    parser.add_argument("--threads", default="512",
+    parser.add_argument("--threads", default=str(DEFAULT_BLOCK_THREADS),
                         help="block sizes to time each kernel at, comma-separated")
     parser.add_argument("--sizes", default="3x3,9x9", help="cluster sizes, comma-separated")
     parser.add_argument("--shape", default="400x400",

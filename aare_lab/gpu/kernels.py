@@ -31,13 +31,17 @@ OPTIONS = ("-fmad=false", "-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-s
 #: (``benchmarks/results/kernel_variants_20261201T185458.json``, ``…185601.json``).
 BLOCK_THREADS = (256, 512, 1024)
 DEFAULT_BLOCK_THREADS = 1024
+#: Threads of one SM that get 128 registers each: the blocks per SM tried start at
+#: SM_THREADS // block threads (at least one).
 SM_THREADS = 512
 #: Shared memory of the kernel ahead of its tile: the block scan, then the store counts of
 #: each warp per round of pixels (``SCAN_BYTES``, ``WARP_STORE_BYTES`` in the source).
 SCAN_BYTES = 256
 #: Flags of neighbouring bands sit this many uint32 apart (``FLAG_STRIDE`` in the source).
 FLAG_STRIDE = 32
-#: The register budget allows at most this many pixels per thread (a power of two).
+#: The register budget allows at most this many pixels per thread (a power of two). Up to
+#: four per thread were measured at 1024 threads (JUNGFRAU-wide frames, which spill up to
+#: 296 bytes and still run faster than at 512); more were not.
 MAX_PIXELS_PER_THREAD = 16
 
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int16": "short"}
