@@ -134,7 +134,7 @@ __device__ __forceinline__ STATE_T pixel_threshold(STATE_T mean, STATE_T mean2,
     // _arith.thresholds_row
     if (fixed)
         return nsig * rms_fixed;
-    const STATE_T zero = 0;   // the twin's N - N: +0 for the finite N of every pedestal
+    const STATE_T zero = 0;
     STATE_T resid = mean;
     STATE_T var = mean2 - resid * resid;
     return nsig * sqrt(var > zero ? var : zero);
