@@ -11,7 +11,9 @@ that stay in cache; only ``v`` and the codes span the frame.
 
 With common mode (``cm`` not None) the frame-start values are computed twice: first
 plain, for the estimate (``_common_mode``), then corrected by the offset of each pixel's
-region; classification and pushes use the corrected values.
+region; classification and pushes use the corrected values. The thresholds are computed
+once, before the estimate, which reads them, and classification reads the same map, as
+the GPU twin keeps each pixel's threshold for the frame.
 
 With a JUNGFRAU calibration (``gs`` not None, `_gain`) each frame is decoded first: the
 values are read from its ADC values (the estimate's from G0 pixels only), then turned into
@@ -56,10 +58,13 @@ def push_row(i, codes, frame, off, s, s2, N, x, corr, status):
 
 @njit(**PARALLEL)
 def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                   row_counts, corr, gs):
+                   row_counts, corr, gs, thresholds):
     """Classify every pixel, push QUIET_UPDATE pixels (corrected by ``corr``), count stores.
 
     With ``gs`` (the `_gain` tuple), ``frame`` holds ADC values and ``v`` keV.
+    ``thresholds`` are the frame's thresholds from its frame-start state when the caller
+    has them already (the common-mode estimate reads them too), in ADU; None: computed
+    here, row by row.
     """
     ny, nx = v.shape
     for task in prange((ny + ROWS_PER_TASK - 1) // ROWS_PER_TASK):
@@ -67,7 +72,10 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
         thr, tot, m, x = scratch[0], scratch[1], scratch[2], scratch[3]
         first = np.int64(task) * ROWS_PER_TASK
         for i in range(first, min(first + ROWS_PER_TASK, ny)):
-            thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr)
+            if thresholds is None:
+                thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr)
+            else:
+                thr[:] = thresholds[i]
             if gs is not None:
                 kev_thresholds_row(gs[1], i, thr)
             for j in range(nx):
@@ -128,7 +136,7 @@ def classify_raw(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
         if gs is not None:
             calibrate_frame(gs[3], frame, gs[0], gs[1], v)
         classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                       codes, row_counts, None, gs)
+                       codes, row_counts, None, gs, None)
     else:
         thr, corr = cm[6], cm[7]
         frame_thresholds(s, s2, rms_fixed, fixed, N, nsig, thr)
@@ -141,7 +149,7 @@ def classify_raw(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
         if gs is not None:
             calibrate_frame(gs[3], frame, gs[0], gs[1], v)
         classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                       codes, row_counts, corr, gs)
+                       codes, row_counts, corr, gs, thr)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
