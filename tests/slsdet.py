@@ -17,6 +17,7 @@ import signal
 import socket
 import struct
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -28,6 +29,10 @@ PACKET_DATA = 6400
 NEEDED = ("slsReceiver", "moenchDetectorServer_virtual", "sls_detector_put",
           "sls_detector_get", "sls_detector_acquire")
 CLIENT_TIMEOUT = 20.0
+#: Held while a receiver is configured: at ``rx_hostname`` a receiver binds a test UDP
+#: socket on the default port (50001), before ``udp_dstport`` moves it, so two receivers
+#: configured at once can collide there ("Could not create a test UDP socket").
+_CONFIGURING = threading.Lock()
 
 
 def binaries() -> tuple[Path | None, str]:
@@ -112,7 +117,8 @@ class Setup:
             # One client process reads them all: a put per command costs 0.3 s each.
             path = workdir / "setup.config"
             path.write_text("".join(f"{command} {value}\n" for command, value in config))
-            self.put("config", str(path))
+            with _CONFIGURING:
+                self.put("config", str(path))
         except BaseException:
             self.close()
             raise
