@@ -67,6 +67,7 @@ from aare_lab.finders import CudaFinder  # noqa: E402
 from aare_lab.gpu import cupy_or_raise, device_info, pinned_frames  # noqa: E402
 from aare_lab.gpu.kernels import BLOCK_THREADS, DEFAULT_BLOCK_THREADS  # noqa: E402
 from aare_lab.parallel import parallel_copy, pool_threads  # noqa: E402
+from aare_lab.params import parse_cluster_size  # noqa: E402
 from aare_lab.simulate import Beam, Simulator  # noqa: E402
 
 N_PEDESTAL = 1000
@@ -200,7 +201,7 @@ def main(argv=None):
     # Fails loudly rather than hang (a stuck copy, a GPU that stopped answering).
     faulthandler.dump_traceback_later(args.time_limit, exit=True)
     cp = cupy_or_raise()
-    sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")]
+    sizes = [parse_cluster_size(s) for s in args.sizes.split(",")]
     threads = len(os.sched_getaffinity(0))  # the cores this process may use, not the host's
 
     t0 = time.perf_counter()

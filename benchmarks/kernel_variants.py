@@ -29,6 +29,7 @@ from cpu_finders import git_commit, write_record  # noqa: E402
 from gpu_pipeline import kernel_seconds  # noqa: E402
 
 from aare_lab import Pedestal  # noqa: E402
+from aare_lab.commands.options import frame_shape  # noqa: E402
 from aare_lab.finders import CudaFinder  # noqa: E402
 from aare_lab.gpu import cupy_or_raise, device_info  # noqa: E402
 from aare_lab.gpu.kernels import (  # noqa: E402
@@ -38,6 +39,7 @@ from aare_lab.gpu.kernels import (  # noqa: E402
     SOURCE,
     kernel_dir,
 )
+from aare_lab.params import parse_cluster_size  # noqa: E402
 from aare_lab.simulate import Beam, Detector, Simulator  # noqa: E402
 
 #: The simulator's MÖNCH beam: 2300 photons on 400x400 pixels, kept per pixel on other shapes.
@@ -108,7 +110,7 @@ def main(argv=None):
     parser.add_argument("--threads", default=str(DEFAULT_BLOCK_THREADS),
                         help="block sizes to time each kernel at, comma-separated")
     parser.add_argument("--sizes", default="3x3,9x9", help="cluster sizes, comma-separated")
-    parser.add_argument("--shape", default="400x400",
+    parser.add_argument("--shape", type=frame_shape, default=(400, 400), metavar="NYxNX",
                         help="frame shape NYxNX (photons per frame scale with the area)")
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         help="the variants to time, comma-separated (default: all)")
@@ -118,7 +120,7 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
     cp = cupy_or_raise()
-    ny, nx = (int(v) for v in args.shape.split("x"))
+    ny, nx = args.shape
     sim = Simulator(Detector(frame_shape=(ny, nx)),
                     Beam(photons_per_frame=MOENCH_PHOTONS * ny * nx / MOENCH_PIXELS), seed=1)
     dark = sim.dark(1000)
@@ -138,7 +140,7 @@ def main(argv=None):
     for dtype in args.dtypes.split(","):
         ped = Pedestal(unique.shape[1:], 1000, dtype)
         ped.push_dark(dark)
-        for size in (tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")):
+        for size in (parse_cluster_size(s) for s in args.sizes.split(",")):
             for threads in (int(t) for t in args.threads.split(",")):
                 finder = CudaFinder(ped.copy(), 5.0, size, chunk_frames=512,
                                     block_threads=threads)
