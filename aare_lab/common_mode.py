@@ -108,7 +108,7 @@ class CommonMode:
 
     def n_regions(self, frame_shape: tuple[int, int]) -> int:
         """The number of regions ``R`` (labels ``0 .. R - 1``) for ``frame_shape``."""
-        return int(self.labels(frame_shape).max()) + 1
+        return region_count(self.labels(frame_shape))
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, CommonMode):
@@ -124,6 +124,11 @@ class CommonMode:
         if self._labels is None:
             return f"CommonMode({self.name!r})"
         return f"CommonMode(<label map {self._labels.shape[0]}x{self._labels.shape[1]}>)"
+
+
+def region_count(labels: np.ndarray) -> int:
+    """The number of regions ``R`` of a label map (labels ``0 .. R - 1``, -1 excluded)."""
+    return int(labels.max()) + 1
 
 
 def _checked_label_map(labels) -> np.ndarray:
@@ -185,4 +190,4 @@ def region_attr(common_mode: CommonMode | None) -> str:
 
 
 __all__ = ["FRACTION_BITS", "MAX_REGIONS", "PRESETS", "CommonMode", "as_common_mode",
-           "load_label_map", "region_attr"]
+           "load_label_map", "region_attr", "region_count"]

@@ -43,7 +43,7 @@ import xarray as xr
 from scipy.special import ndtr
 
 from .checks import positive_int
-from .common_mode import PRESETS, CommonMode
+from .common_mode import PRESETS, CommonMode, region_count
 from .frames import FRAME_DTYPE
 
 _MAPS_STREAM = 0
@@ -387,7 +387,7 @@ class Simulator:
         self._common_labels = CommonMode(self._detector.common_mode_regions).labels(
             self._detector.frame_shape) if self._detector.has_common_mode else None
         self._n_regions = (0 if self._common_labels is None
-                           else int(self._common_labels.max()) + 1)
+                           else region_count(self._common_labels))
 
     @property
     def detector(self) -> Detector:

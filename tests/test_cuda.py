@@ -285,6 +285,22 @@ def test_bad_device_frames_are_refused_before_launch(runs):
 
 
 @pytest.mark.gpu
+def test_no_frames_are_refused_and_never_launched(runs):
+    import cupy as cp
+
+    run = runs("moench", 4)
+    finder = CudaFinder(trained(run), 5.0, 3)
+    before = finder.pedestal.state()
+    for empty in (run.frames[:0], cp.asarray(run.frames[:0])):
+        with pytest.raises(ValueError, match="holds no frames"):
+            finder.find(empty, progress=False)
+    with pytest.raises(ValueError, match="at least one frame"):
+        finder._engine.launch(cp.asarray(run.frames[:0]), None)
+    for key, value in finder.pedestal.state().items():
+        np.testing.assert_array_equal(value, before[key])
+
+
+@pytest.mark.gpu
 def test_too_wide_frames_are_refused_with_the_reason():
     ped = Pedestal((64, 40000), 2, "float64")
     ped.push_dark(np.full((2, 64, 40000), 10, np.uint16))

@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 from ..capacity import ON_TRUNCATION, cap_to_attr, report_truncation, truncation_message
 from ..checks import positive_int
 from ..clipping import report_clipping
+from ..common_mode import region_count
 from ..dark_quality import assess_dark
 from ..frames import as_frame_stack
 from ..params import INTEGER_WINDOW_DTYPES
@@ -370,7 +371,7 @@ class Finder(ABC):
         none = np.zeros(0, np.int64)
         common = {}
         if self._cm_labels is not None:
-            regions = int(self._cm_labels.max()) + 1
+            regions = region_count(self._cm_labels)
             common = {"common_mode": np.zeros((0, regions), ped.dtype),
                       "common_mode_pixels": np.zeros((0, regions), np.int64)}
         if self._calibration is not None:
@@ -392,7 +393,7 @@ class CpuFinder(Finder):
         self._out = None
         self._cm_scratch = None
         if self._cm_labels is not None:
-            dt, regions = self.pedestal.dtype, int(self._cm_labels.max()) + 1
+            dt, regions = self.pedestal.dtype, region_count(self._cm_labels)
             tasks = -(-shape[0] // ROWS_PER_TASK)
             self._cm_scratch = (self._cm_labels, np.zeros(regions, dt),
                                 np.zeros(regions, np.int64), np.zeros(regions, np.int64),

@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..capacity import cap_to_attr
+from ..common_mode import region_count
 from ..parallel import parallel_copy
 from .device import cuda_context, cupy_or_raise
 from .feed import pinned_array
@@ -117,7 +118,7 @@ class FrozenEngine:
         self.chunk_frames = chunk_frames
         self.threads = threads
         self.labels = labels
-        self.n_regions = 0 if labels is None else int(labels.max()) + 1
+        self.n_regions = 0 if labels is None else region_count(labels)
         self.calibration = calibration
         device = cp.cuda.Device()
         # The driver calls below need a current context; a runtime call makes the device's
@@ -290,6 +291,9 @@ class FrozenEngine:
         """
         cp = self.cp
         n = int(frames.shape[0])
+        if n < 1:
+            # The kernel's last block reads frame n - 1's counts: no frames, no launch.
+            raise ValueError("a launch needs at least one frame")
         slot = self._launches % 2
         self._launches += 1
         with cuda_context(f"queueing {n} frames on the GPU"), self.compute:
