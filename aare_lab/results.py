@@ -248,6 +248,11 @@ def energy_coords(edges: np.ndarray, units: str = "ADU") -> dict:
             "energy_hi": ("energy", edges[1:], {"units": units})}
 
 
+def spectrum_edges(spectrum: xr.DataArray) -> np.ndarray:
+    """The bin edges of a spectrum (from its ``energy_lo`` and ``energy_hi``)."""
+    return np.r_[spectrum["energy_lo"].to_numpy(), spectrum["energy_hi"].to_numpy()[-1:]]
+
+
 def spectrum(result: xr.Dataset, bins: int | np.ndarray = DEFAULT_BINS,
              range: tuple[float, float] | None = None, *,
              width: float | None = None) -> xr.DataArray:

@@ -195,6 +195,19 @@ def test_spectrum_view_shows_what_aare_lab_spectrum_counts():
     assert "serial" in ax.get_title() and "3 frames" in ax.get_title()
 
 
+def test_spectrum_view_switches_between_log_and_linear_counts():
+    result = synthetic_result(np.r_[np.full(400, 100.0), np.full(3, 300.0)], "serial")
+    view = SpectrumView(aare_lab.spectrum(result, bins=8), ratio=False)
+    assert view.ax.get_yscale() == "log" and view.ax.get_ylim() == (0.5, 800.0)
+    view.set_log(False)
+    # A linear axis starts at zero with the highest bin near its top, also after updates.
+    assert view.ax.get_yscale() == "linear" and view.ax.get_ylim() == (0.0, 1.08 * 400)
+    view.update(aare_lab.spectrum(result, bins=8))
+    assert view.ax.get_ylim() == (0.0, 1.08 * 400)
+    view.set_log(True)
+    assert view.ax.get_yscale() == "log" and view.ax.get_ylim() == (0.5, 800.0)
+
+
 def test_spectrum_view_reports_clusters_outside_the_range():
     result = synthetic_result(np.array([-5.0, 10.0, 20.0, 700.0, 800.0]), "frozen")
     view = SpectrumView(spectra([result], bins=10, range=(0, 100)))

@@ -54,6 +54,7 @@ def test_changing_n_sigma_reruns_and_updates_the_same_artists(run, interactive):
     controls = make(run, interactive)
     stairs = controls._spectrum_view.artists["spectrum:frozen"]
     redraws = controls.pump.redraws
+    first_edges = plotted_counts(controls)[1].copy()
     controls.set(n_sigma=3.5)
     controls.wait()
     expected = offline(*run, n_sigma=3.5)
@@ -61,8 +62,20 @@ def test_changing_n_sigma_reruns_and_updates_the_same_artists(run, interactive):
     assert controls.outcome.n_found == int(expected["n_found"].sum())
     assert controls._spectrum_view.artists["spectrum:frozen"] is stairs
     values, edges = plotted_counts(controls)
+    # The first run's bins stay, so that the two spectra compare bin for bin.
+    np.testing.assert_array_equal(edges, first_edges)
     np.testing.assert_array_equal(values, aare_lab.spectrum(expected, bins=edges).to_numpy())
+    shown = controls.outcome.spectrum
+    assert int(shown.sum()) + shown.attrs["underflow"] + shown.attrs["overflow"] \
+        == expected.sizes["cluster"]
     assert controls.pump.redraws > redraws
+    # Another cluster size sums other windows: its first run picks its own bins.
+    controls.set(cluster_size="5x5")
+    controls.wait()
+    expected = offline(*run, n_sigma=3.5, cluster_size="5x5")
+    values, edges = plotted_counts(controls)
+    np.testing.assert_array_equal(values, aare_lab.spectrum(expected).to_numpy())
+    assert not np.array_equal(edges, first_edges)
     controls.close()
 
 
@@ -101,6 +114,24 @@ def test_bad_input_shows_a_message_and_keeps_the_last_result(run, interactive, c
     assert controls.error is not None and message in controls.error
     assert controls.outcome is before
     np.testing.assert_array_equal(plotted_counts(controls)[0], values_before)
+    # The controls show what runs again, so the next good change runs what they show.
+    assert controls.spec == before.spec
+    assert (controls.cluster_size.value, controls.n_sigma.value, controls.cap_enabled.value) \
+        == ("3x3", 5.0, False)
+    controls.set(n_sigma=4.0)
+    controls.wait()
+    assert controls.error is None and controls.spec == before.spec.replace(n_sigma=4.0)
+    controls.close()
+
+
+def test_a_cap_typed_while_the_cap_is_off_waits_for_the_tick(run):
+    controls = make(run, False)
+    controls.cap.value = 5
+    controls.wait()
+    assert controls.spec.max_clusters_per_frame is None and controls.error is None
+    controls.cap_enabled.value = True
+    controls.wait()
+    assert controls.spec.max_clusters_per_frame == 5
     controls.close()
 
 

@@ -49,6 +49,10 @@ def test_ten_thousand_frames_redraw_a_bounded_number_of_times(run, interactive):
                                   live.spectrum.to_numpy())
     assert live.latest.fits is not None
     assert "frames processed" in live.stats.value and "peak" in live.stats.value
+    live.log_scale.value = False
+    live.wait()
+    top = int(live.spectrum.max())
+    assert view.ax.get_yscale() == "linear" and view.ax.get_ylim() == (0.0, 1.08 * top)
     live.close()
 
 

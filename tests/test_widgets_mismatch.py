@@ -95,6 +95,14 @@ def test_filters_free_sites_and_bad_input(timing):
         browser.filter(cause="all", classification="displaced")
         browser.wait()
         assert browser.sites == [SITES[1], SITES[2]] and browser.index == 0
+        # A class no site has: offered while chosen, and nothing to show.
+        browser.filter(classification="truncated")
+        browser.wait()
+        assert browser.error is None and browser.sites == []
+        assert browser.classification.value == "truncated"
+        assert browser.position.value == "no site passes the filters" and browser.site is None
+        browser.filter(classification="displaced")
+        browser.wait()
         # A control moved in the browser, on another thread.
         in_thread(setattr, browser.classification, "value", None)
         browser.wait()

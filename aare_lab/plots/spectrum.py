@@ -14,6 +14,7 @@ from ..spectra import (
     spectrum_ratio_error,
     spectrum_units,
 )
+from ..results import spectrum_edges
 from ._figure import figure_for
 from ._view import View
 
@@ -37,10 +38,6 @@ def _by_finder(spectra: xr.DataArray) -> xr.DataArray:
     one = spectra.expand_dims(finder=[a.get("finder") or "spectrum"])
     return one.assign_coords({name: ("finder", [a[name]]) for name in
                               ("finder_name", *RUN_COORDS) if name in a})
-
-
-def _edges(spectra: xr.DataArray) -> np.ndarray:
-    return np.r_[spectra["energy_lo"].to_numpy(), spectra["energy_hi"].to_numpy()[-1:]]
 
 
 def _per_finder(spectra: xr.DataArray, name: str, label: str):
@@ -163,7 +160,7 @@ class SpectrumView(View):
         else:
             self.ax, self.ratio_ax = self.figure.add_subplot(), None
         self.artists = {}
-        ax, edges = self.ax, _edges(spectra)
+        ax, edges = self.ax, spectrum_edges(spectra)
         stroke = [patheffects.withStroke(linewidth=4.5, foreground="white")]
         for k, label in enumerate(self.labels):
             colour, style, width = CURVE_STYLES[k % len(CURVE_STYLES)]
@@ -216,7 +213,7 @@ class SpectrumView(View):
         labels = [str(f) for f in spectra["finder"].to_numpy()]
         if labels != self.labels:
             raise ValueError(f"the view shows {self.labels}, not {labels}: draw a new view")
-        edges = self._x(_edges(spectra))
+        edges = self._x(spectrum_edges(spectra))
         top = max(1, int(spectra.max())) if spectra.size else 1
         for label, text in zip(self.labels, self.artists["legend"].get_texts()):
             self.artists[f"spectrum:{label}"].set_data(spectra.sel(finder=label).to_numpy(),
@@ -224,10 +221,21 @@ class SpectrumView(View):
             text.set_text(_legend_label(spectra, label))
             self._draw_fit(fits, label)
         self.ax.set_xlim(edges[0], edges[-1])
-        self.ax.set_ylim(*((0.5, 2.0 * top) if self.log else (0, 1.08 * top)))
+        self._top = top
+        self._set_count_limits()
         self.artists["title"].set_text(run_title(spectra))
         if self.ratio_ax is not None:
             self._draw_ratio(spectra)
+
+    def set_log(self, log: bool) -> None:
+        """Show the counts on a log (True) or linear axis, limits fitted to the counts."""
+        self.log = log
+        self.ax.set_yscale("log" if log else "linear")
+        self._set_count_limits()
+
+    def _set_count_limits(self) -> None:
+        top = self._top
+        self.ax.set_ylim(*((0.5, 2.0 * top) if self.log else (0, 1.08 * top)))
 
     def _draw_fit(self, fits: xr.Dataset | None, label: str) -> None:
         curve, peak, note = (self.artists[f"{role}:{label}"]

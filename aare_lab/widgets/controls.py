@@ -37,18 +37,23 @@ class StatusLine:
 
 
 def forward(ui: UiLoop, control: widgets.ValueWidget, node: Input, status: StatusLine,
-            convert: Callable | None = None) -> None:
+            convert: Callable | None = None, shown: Callable = lambda value: value) -> None:
     """Send a control's new values to ``node`` on the UI thread.
 
     ipykernel 7 may call the observer on a subshell thread, so the observer only hands
     the value over. A value that ``convert`` rejects (ValueError, TypeError) is reported
-    in ``status`` and the node keeps its last good value.
+    in ``status``, the node keeps its last good value and the control shows it again
+    (``shown`` turns a node value into the control's), so that what the control shows
+    is what runs.
     """
     def apply(value):
         try:
             node.set(convert(value) if convert is not None else value)
         except (ValueError, TypeError) as err:
-            status.fail(f"{control.description or node.name}: {err}")
+            kept = shown(node.value)
+            status.fail(f"{control.description or node.name}: {err}; kept {kept}")
+            # Its echo converts to the node's own value, which changes nothing.
+            control.value = kept
 
     control.observe(lambda change: ui.call_soon(apply, change["new"]), names="value")
 

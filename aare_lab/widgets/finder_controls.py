@@ -11,7 +11,7 @@ from ..finders import FINDERS, available_finders
 from ..params import parse_cluster_size
 from ..pedestal import NOISE_MODES, PEDESTAL_DTYPES
 from ..spec import FinderSpec
-from ..results import spectrum
+from ..results import spectrum, spectrum_edges
 from .base import InteractiveWidget
 from .controls import cluster_size_box, forward, n_sigma_value, size_text
 from .graph import Input, Node, ViewNode
@@ -46,7 +46,9 @@ class FinderControls(InteractiveWidget):
         Keep clusters (the result Dataset, for other views); False histograms on the fly
         (fastest on the GPU) over ``bins``.
     bins
-        Spectrum bin edges (ADU); default from the first result's energies.
+        Spectrum bin edges (ADU). By default the first run of each cluster size picks them
+        from its energies and later runs of that size keep them, so that spectra at other
+        nσ, caps or pedestals are compared on the same bins (clusters outside are counted).
     gain
         ADU per keV, for an energy axis in keV.
     interactive, max_hz
@@ -80,6 +82,8 @@ class FinderControls(InteractiveWidget):
         if not clusters and bins is None:
             raise ValueError("clusters=False histograms on the fly: give the bin edges (bins=)")
         self.bins = None if bins is None else np.asarray(bins, float)
+        # The bins each cluster size's first run picked, without ``bins``.
+        self._picked_bins: dict[tuple[int, int], np.ndarray] = {}
         self.keep_clusters = clusters
         self.gain = gain
 
@@ -118,11 +122,14 @@ class FinderControls(InteractiveWidget):
         forward(self.ui, self.finder, inputs["finder"], self.status)
         forward(self.ui, self.n_sigma, inputs["n_sigma"], self.status, n_sigma_value)
         forward(self.ui, self.cluster_size, inputs["cluster_size"], self.status,
-                parse_cluster_size)
+                parse_cluster_size, size_text)
         forward(self.ui, self.pedestal_dtype, inputs["pedestal_dtype"], self.status)
         forward(self.ui, self.noise, inputs["noise"], self.status)
+        # While the cap is off its box is inert: a value typed there waits for the tick.
         forward(self.ui, self.cap, inputs["max_clusters_per_frame"], self.status,
-                lambda v: positive_int("max_clusters_per_frame", v))
+                lambda v: positive_int("max_clusters_per_frame", v)
+                if self.cap_enabled.value else None,
+                lambda cap: self.cap.value if cap is None else cap)
         self.cap_enabled.observe(lambda change: self.ui.call_soon(self._cap_toggled,
                                                                   change["new"]),
                                  names="value")
@@ -204,12 +211,17 @@ class FinderControls(InteractiveWidget):
         try:
             node.set(positive_int("max_clusters_per_frame", self.cap.value))
         except ValueError as err:
-            self.status.fail(str(err))
+            self.status.fail(f"{err}; the cap stays off")
+            self.cap_enabled.value = False
 
     def _run(self, job, spec: FinderSpec):
         outcome = self.runner.run(job, spec, clusters=self.keep_clusters, edges=self.bins)
         if outcome.spectrum is None:
-            outcome = outcome._replace(spectrum=spectrum(outcome.result))
+            picked = self._picked_bins.get(spec.cluster_size)
+            shown = spectrum(outcome.result) if picked is None else \
+                spectrum(outcome.result, bins=picked)
+            self._picked_bins.setdefault(spec.cluster_size, spectrum_edges(shown))
+            outcome = outcome._replace(spectrum=shown)
         return outcome
 
     def describe(self, task) -> str:

@@ -134,7 +134,7 @@ class LiveSpectrum(InteractiveWidget):
         self.cluster_size_input = Input(spec.cluster_size, "cluster_size")
         forward(self.ui, self.n_sigma, self.n_sigma_input, self.status, n_sigma_value)
         forward(self.ui, self.cluster_size, self.cluster_size_input, self.status,
-                parse_cluster_size)
+                parse_cluster_size, size_text)
         for node in (self.n_sigma_input, self.cluster_size_input):
             node.children.append(_OnChange(self._parameters_changed))
 
@@ -257,7 +257,7 @@ class LiveSpectrum(InteractiveWidget):
 
     def _set_log(self, log: bool) -> None:
         if self._view is not None:
-            self._view.ax.set_yscale("log" if log else "linear")
+            self._view.set_log(log)
             self.view_node.notify()
 
     def _deliver(self, snapshot: Snapshot) -> None:

@@ -153,7 +153,7 @@ class MismatchBrowser(InteractiveWidget):
         # Owned by the worker thread only (the tasks read and fill them there).
         self._compared: OrderedDict = OrderedDict()
         self._explained: OrderedDict = OrderedDict()
-        self._comparison_shown = None
+        self._comparison_shown = None  # the comparison and filters the options were made for
         self.view = None  # the MismatchView, once a site is shown
         self._view_pair = None
 
@@ -448,8 +448,11 @@ class MismatchBrowser(InteractiveWidget):
         index, site = current
         c = listing.comparison
         with self.syncing():
-            if c is not None and c is not self._comparison_shown:
-                self._comparison_shown = c
+            # A filter chosen by name is offered even when no site has it.
+            previous, filters = self._comparison_shown, self.filters
+            if c is not None and (previous is None or previous[0] is not c
+                                  or previous[1] != filters):
+                self._comparison_shown = (c, filters)
                 for control, variable, names, everything in (
                         (self.classification, "classification", CLASSIFICATIONS, "all classes"),
                         (self.cause, "cause", CAUSES, "all causes")):
@@ -471,7 +474,8 @@ class MismatchBrowser(InteractiveWidget):
         self.next_button.disabled = not n or index == n - 1
         more = f" (first {self.max_listed} listed)" if n > self.max_listed else ""
         if site is None:
-            self.position.value = "no disagreement" if n == 0 else ""
+            self.position.value = "" if n else "no disagreement" \
+                if c is None or not c.sites.sizes["site"] else "no site passes the filters"
         elif index is None:
             self.position.value = f"frame {site[0]} ({site[1]}, {site[2]}): not a listed site"
         else:
