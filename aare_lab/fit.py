@@ -15,6 +15,20 @@ def gaussian_on_line(x, amplitude, centre, sigma, offset, slope):
     return amplitude * np.exp(-0.5 * ((x - centre) / sigma) ** 2) + offset + slope * (x - centre)
 
 
+def value_and_error(value: float, error: float) -> str:
+    """``value ± error`` to the decimal of the error's second significant digit.
+
+    Examples
+    --------
+    >>> value_and_error(8.12204, 0.00137), value_and_error(322.46, 12.3)
+    ('8.1220 ± 0.0014', '322 ± 12')
+    """
+    if not (np.isfinite(error) and error > 0):
+        return f"{value:.4g} ± {error:.2g}"
+    decimals = max(0, 1 - int(np.floor(np.log10(error))))
+    return f"{value:.{decimals}f} ± {error:.{decimals}f}"
+
+
 @dataclass(frozen=True)
 class PeakFit:
     """Result of `fit_peak`; positions and widths in the units of the spectrum's axis."""
@@ -55,9 +69,9 @@ class PeakFit:
                                 self.sigma, self.offset, self.slope)
 
     def __str__(self) -> str:
-        return (f"peak at {self.position:.2f} ± {self.position_err:.2f}, FWHM "
-                f"{self.fwhm:.2f} ± {self.fwhm_err:.2f} "
-                f"(resolution {100 * self.resolution:.2f} ± {100 * self.resolution_err:.2f} %)")
+        return (f"peak at {value_and_error(self.position, self.position_err)}, FWHM "
+                f"{value_and_error(self.fwhm, self.fwhm_err)} (resolution "
+                f"{value_and_error(100 * self.resolution, 100 * self.resolution_err)} %)")
 
 
 def fit_peak(centres: np.ndarray, counts: np.ndarray,

@@ -161,6 +161,23 @@ def test_results_do_not_depend_on_chunks_or_calls(mid_run, model, dtype):
     assert base.sizes["cluster"] > 50
 
 
+@pytest.mark.parametrize("model", ["serial", "frozen"])
+def test_warmup_leaves_the_pedestal_and_the_results_alone(mid_run, model):
+    dark, frames = mid_run
+    base, _, base_ped = finder_run(dark, frames, model, "float32", "running", 20, 4.0, (3, 3),
+                                   None)
+    ped = Pedestal(dark.shape[1:], 20, "float32")
+    ped.push_dark(dark)
+    finder = FINDERS[model](ped, 4.0, (3, 3))
+    trained = ped.state()
+    finder.warmup()
+    assert finder.pedestal is ped
+    assert_same(trained, ped.state())
+    result = finder.find(frames, progress=False)
+    assert_same(run_clusters(base), run_clusters(result))
+    assert_same(base_ped.state(), ped.state())
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_frozen_does_not_depend_on_threads_or_repetition(mid_run, dtype):
     dark, frames = mid_run

@@ -84,6 +84,10 @@ def test_reset_empties_and_stop_keeps_the_spectrum(run):
     live.reset()
     # The first snapshot after the reset counts from zero again.
     wait_until(live.ui, lambda: 0 < live.frames_processed < before, timeout=60)
+    # Paced at 2000 frames/s, the finder alone is faster: it keeps up.
+    latest = live.latest
+    assert latest.finder_rate > 2000 * 1.2
+    assert f"the finder alone {latest.finder_rate:,.0f} frames/s" in live.stats.value
     live.stop()
     live.wait()
     assert not live.running

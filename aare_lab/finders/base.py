@@ -408,6 +408,19 @@ class CpuFinder(Finder):
                                 np.empty(shape, np.uint8), np.empty(shape, np.int32),
                                 np.zeros(shape[0], np.int64))
 
+    def warmup(self) -> None:
+        """Compile the chunk loop, or load it from Numba's cache, by running it once on a
+        frame of zeros, so that the first chunk of a live run does not pay for it.
+
+        The finder's pedestal is not touched: the run advances a copy.
+        """
+        pedestal, self.pedestal = self.pedestal, self.pedestal.copy()
+        try:
+            self._chunk(np.zeros((1, *pedestal.frame_shape), np.uint16), np.zeros(1, np.int64),
+                        False, copy=False)
+        finally:
+            self.pedestal = pedestal
+
     def process_chunk(self, frames: np.ndarray, numbers: np.ndarray,
                       branch_maps: bool | set[int] = False) -> ClusterBatch:
         """Run the compiled loop on one chunk ``(n, ny, nx)`` uint16 of the pedestal's shape.

@@ -14,6 +14,7 @@ from ..spectra import (
     spectrum_ratio_error,
     spectrum_units,
 )
+from ..fit import value_and_error
 from ..results import spectrum_edges
 from ._figure import figure_for
 from ._view import View
@@ -253,8 +254,8 @@ class SpectrumView(View):
         unit = self.units
         pos, pos_err, fwhm, fwhm_err = (float(self._x(v)) for v in (
             fit.position, fit.position_err, fit.fwhm, fit.fwhm_err))
-        note.set_text(f"{label}: {pos:.4g} ± {pos_err:.2g} {unit}, FWHM {fwhm:.3g} ± "
-                      f"{fwhm_err:.2g} {unit} ({100 * fit.resolution:.2f} %)")
+        note.set_text(f"{label}: {value_and_error(pos, pos_err)} {unit}, FWHM "
+                      f"{value_and_error(fwhm, fwhm_err)} {unit} ({100 * fit.resolution:.2f} %)")
 
     def _draw_ratio(self, spectra: xr.DataArray) -> None:
         ratio = spectrum_ratio(spectra, self.reference)

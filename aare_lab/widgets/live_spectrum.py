@@ -14,6 +14,7 @@ from ..binning import count
 from ..capacity import TruncationError
 from ..clipping import refuse_clipping
 from ..finders import available_finders, get_finder
+from ..fit import value_and_error
 from ..live import DEFAULT_EDGES, DEFAULT_KEV_EDGES
 from ..params import parse_cluster_size
 from ..pedestal import Pedestal
@@ -45,6 +46,8 @@ class Snapshot(NamedTuple):
     frames_truncated: int
     clusters: int
     rate: float
+    #: Frames per second of the finder's own time: above ``rate``, it keeps up.
+    finder_rate: float
     finished: bool
     spec: FinderSpec
 
@@ -343,11 +346,12 @@ class _Consumer:
             # on_truncation="error": no warning on this thread, where nobody would see it;
             # truncated frames are counted and shown instead.
             finder = self._spec.make_finder(pedestal, on_truncation="error")
-            if finder.name == "cuda":
-                finder.warmup()
+            # Before the first chunk is read: a live stream's queue would fill meanwhile.
+            finder.warmup()
             edges = w.edges
             counts = np.zeros(len(edges) - 1, np.int64)
             under = over = outside = frames = clusters = truncated = 0
+            busy = 0.0
             generation = self.generation
             started = time.perf_counter()
             last_fit, fits = 0.0, None
@@ -362,9 +366,11 @@ class _Consumer:
                 if reset is not None:
                     counts[:] = 0
                     under = over = outside = frames = clusters = truncated = 0
-                    started, fits = time.perf_counter(), None
+                    busy, started, fits = 0.0, time.perf_counter(), None
                     self._status(reset)
+                t0 = time.perf_counter()
                 n_kept, found, cut = self._process(finder, chunk, edges)
+                busy += time.perf_counter() - t0
                 truncated += cut
                 if finder.name == "cuda":
                     counts += found
@@ -384,13 +390,13 @@ class _Consumer:
                 self._publish(Snapshot(generation, spectrum, fits, frames, _dropped(w.source),
                                        _stream_counts(w.source),
                                        truncated, clusters, frames / max(now - started, 1e-9),
-                                       False, self._spec))
+                                       frames / max(busy, 1e-9), False, self._spec))
             spectrum = self._spectrum(finder, counts, edges, frames, under, over, outside)
             self._publish(Snapshot(generation, spectrum, _fit(spectrum, self._spec, w.fit_window),
                                    frames, _dropped(w.source), _stream_counts(w.source),
                                    truncated, clusters,
-                                   frames / max(time.perf_counter() - started, 1e-9), True,
-                                   self._spec))
+                                   frames / max(time.perf_counter() - started, 1e-9),
+                                   frames / max(busy, 1e-9), True, self._spec))
             self._status("stopped" if self._stop.is_set() else "end of the source")
         except Exception as err:  # shown in the widget, never a traceback
             self.ui.call_soon(w._failed, err)
@@ -418,8 +424,7 @@ class _Consumer:
                                max_clusters_per_frame=spec.max_clusters_per_frame)
             return finder
         new = spec.make_finder(finder.pedestal, on_truncation="error")
-        if new.name == "cuda":
-            new.warmup()
+        new.warmup()
         return new
 
     def _spectrum(self, finder, counts, edges, frames, under, over, outside):
@@ -495,23 +500,25 @@ def _fit(spectrum: xr.DataArray, spec: FinderSpec, window) -> xr.Dataset | None:
 
 def _stats_html(s: Snapshot, gain: float | None) -> str:
     a = s.spectrum.attrs
-    text = (f"<b>{s.frames_processed:,}</b> frames processed ({s.rate:,.0f} frames/s), "
-            f"<b>{s.frames_dropped:,}</b> dropped, {s.clusters:,} clusters")
+    text = (f"<b>{s.frames_processed:,}</b> frames processed ({s.rate:,.0f} frames/s; the "
+            f"finder alone {s.finder_rate:,.0f} frames/s), <b>{s.frames_dropped:,}</b> "
+            f"dropped, {s.clusters:,} clusters")
+    if a["outside"]:
+        text += f" ({a['outside']:,} outside the bins"
+        if "underflow" in a:
+            text += f": {a['underflow']:,} below, {a['overflow']:,} above"
+        text += ")"
     if s.stream is not None:
         c = s.stream
         text += (f"<br>stream: {c['frames_received']:,} received, {c['frames_lost']:,} lost, "
                  f"{c['frames_incomplete']:,} incomplete, {c['messages_malformed']:,} "
                  "malformed")
-    if a["outside"]:
-        text += f", {a['outside']:,} outside the bins"
-        if "underflow" in a:
-            text += f" ({a['underflow']:,} below, {a['overflow']:,} above)"
     if s.fits is not None:
         f = s.fits.isel(finder=0)
         scale, unit = (1 / gain, "keV") if gain else (1.0, s.spec.units)
-        text += (f"<br>peak {float(f['position']) * scale:.2f} ± "
-                 f"{float(f['position_err']) * scale:.2f} {unit}, FWHM "
-                 f"{float(f['fwhm']) * scale:.2f} {unit} "
+        position = value_and_error(float(f["position"]) * scale,
+                                   float(f["position_err"]) * scale)
+        text += (f"<br>peak {position} {unit}, FWHM {float(f['fwhm']) * scale:.3g} {unit} "
                  f"({100 * float(f['resolution']):.1f} %)")
     if s.frames_truncated:
         text += (f"<br><b>{s.frames_truncated:,}</b> frames truncated at "

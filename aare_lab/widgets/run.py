@@ -190,10 +190,11 @@ class FinderRunner:
             # is raised on a worker thread, where it could not be seen.
             self._finder = spec.make_finder(start.copy(), on_truncation="error")
             self._key = key
+            # Compiling (or loading the kernel) is not part of the run's time.
+            self._finder.warmup()
             if spec.finder == "cuda":
                 import cupy
 
-                self._finder.warmup()
                 self._start = self._finder.snapshot()
                 if self._device_frames is None:
                     self._device_frames = cupy.asarray(self.frames)
