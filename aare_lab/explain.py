@@ -392,10 +392,12 @@ def explain_sites(frames, sites: Sequence[tuple[int, int, int]],
     wanted = sorted({f for f, _, _ in sites})
     done: dict[tuple[int, int, int], Explanation] = {}
 
+    # Chunk by chunk, without a result Dataset: a replay reports nothing (the dark's
+    # quality and the capacity were reported with the results being explained).
     def advance(block, numbers):
         if len(numbers):
             for r in runners:
-                r.find(block, numbers, progress=False)
+                r.process_chunk(block, numbers)
 
     for chunk in source.chunks(chunk_frames):
         start = 0
@@ -405,10 +407,10 @@ def explain_sites(frames, sites: Sequence[tuple[int, int, int]],
             states, codes, offsets = [], [], []
             for r in runners:
                 states.append(r.pedestal.state())
-                result = r.find(frame[np.newaxis], [number], branch_maps=True, progress=False)
-                codes.append(result["branch_map"].to_numpy()[0])
-                offsets.append(result["common_mode"].to_numpy()[0]
-                               if "common_mode" in result else None)
+                batch = r.process_chunk(frame[np.newaxis], np.array([number], np.int64),
+                                        branch_maps=True)
+                codes.append(batch.branch_maps[0])
+                offsets.append(None if batch.common_mode is None else batch.common_mode[0])
             for f, y, x in sites:
                 if f == number and (f, y, x) not in done:
                     numbers = [_site_numbers(frame, s, c, cfg, r.pedestal, y, x, o, reading)

@@ -3,9 +3,12 @@ finders' own branch maps."""
 
 import math
 
+import warnings
+
 import numpy as np
 import pytest
 
+import aare_lab
 from aare_lab import Branch, FrozenFinder, SerialFinder
 from aare_lab.explain import explain, explain_sites
 from aare_lab.pipeline import train_pedestal
@@ -148,6 +151,20 @@ def test_recomputed_branches_equal_the_finders_maps():
     assert updated > 10, "the serial in-frame reads were exercised"
     assert {e.branch("frozen") for e in explanations} >= {Branch.QUIET_UPDATE,
                                                          Branch.TEST1_STORE}
+
+
+def test_replays_report_nothing_the_results_reported():
+    sim = Simulator(Detector(frame_shape=(24, 24)), Beam(photons_per_frame=12), seed=4)
+    dark, (frames, _) = sim.dark(4), sim.frames(6)
+    with pytest.warns(aare_lab.DarkFrameWarning):
+        result = FrozenFinder(train_pedestal(dark, 4, progress=False)).find(
+            frames, branch_maps=True, progress=False)
+    sites = [(int(f), int(y), int(x)) for f, y, x in
+             zip(result["frame_number"][:5], result["y"][:5], result["x"][:5])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        explanations = explain_sites(frames, sites, {"frozen": result}, dark=dark)
+    assert [e.branch("frozen") for e in explanations] == [map_code(result, *s) for s in sites]
 
 
 def test_edge_site_is_clipped(timing):
