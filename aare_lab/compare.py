@@ -222,6 +222,13 @@ class Comparison:
         tally = np.bincount(da.to_numpy(), minlength=len(names))
         return {name: int(n) for name, n in zip(names, tally)}
 
+    def assumed_timing(self) -> int:
+        """Sites whose cause ``timing`` is assumed, not checked: without branch maps for
+        their frame, neither an in-frame update nor an earlier divergence could be seen."""
+        s = self.sites
+        return int(((s["cause"] == CAUSES.index("timing"))
+                    & (s["in_frame_update"] == UNKNOWN)).sum())
+
     def transitions(self) -> xr.DataArray:
         """Branch transitions at the sites present in one result only.
 

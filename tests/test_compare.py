@@ -78,6 +78,7 @@ def test_timing_case_classification(timing):
     assert site_table(c, "pedestal_diverged") == {
         (0, *P1): "no", (0, *P1_BIS): "no", (0, *P2): "no", (0, *R2): "no", (1, *P1): "yes"}
     assert set(site_table(c, "in_frame_update").values()) == {"yes"}
+    assert c.assumed_timing() == 0
     assert c.attrs["first_divergent_frame"] == 0
     assert c.counts("cause")["unexplained"] == 0
 
@@ -98,6 +99,7 @@ def test_without_branch_maps_causes_are_assumed_and_tests_unknown(timing):
     assert c.counts("cause") == {"capacity": 0, "configuration": 0, "pedestal_diverged": 0,
                                  "timing": 5, "precision": 0, "unexplained": 0}
     assert c.counts("deciding_test")["unknown"] == 5
+    assert c.assumed_timing() == 5
     assert c.transition_counts() == {}
     assert c.attrs["first_divergent_frame"] is None
     assert set(site_table(c, "pedestal_diverged").values()) == {"unknown"}

@@ -13,7 +13,8 @@ from aare_lab import Branch, FrozenFinder, SerialFinder
 from aare_lab.explain import explain, explain_sites
 from aare_lab.pipeline import train_pedestal
 from aare_lab.spec import FinderSpec
-from aare_lab.plots.explanation import ExplanationTable, explanation_html, explanation_text
+from aare_lab.plots.explanation import (ExplanationTable, explanation_html, explanation_text,
+                                         verdict)
 from aare_lab.simulate import Beam, Detector, Simulator
 from compare_cases import (MEAN, NEAR_PIXEL, NEAR_SIGMA, P1, find_float32_tie, run_pair,
                            threshold_frames, tie_frames, timing_frames, unit_pedestal)
@@ -57,6 +58,12 @@ def test_timing_site_numbers(timing):
     assert e.branch("frozen") == Branch.TEST3_STORE == map_code(frozen, 0, *P1)
     assert e.deciding_test == "test3"
     assert e.reasons == ("timing",)
+    # Both reports name the pixels the serial finder read updated: why the two disagree.
+    y, x = P1
+    taps = f"updated earlier in this frame (serial): ({y - 1}, {x - 1}), ({y - 1}, {x + 1}), " \
+        f"({y}, {x - 1})"
+    assert taps in explanation_text(e) and taps in explanation_html(e)
+    assert repr(ExplanationTable(e)) == f"<ExplanationTable of frame 0 ({y}, {x}): {verdict(e)}>"
 
 
 def test_diverged_pedestal_site(timing):

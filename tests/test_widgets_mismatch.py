@@ -173,3 +173,22 @@ def test_three_results_and_the_pair_selector(timing):
         assert browser.comparison.sites.sizes["site"] == len(browser.sites)
     finally:
         browser.close()
+
+
+def test_a_timing_cause_without_branch_maps_is_labelled_assumed(timing):
+    frames, results = timing
+    bare = {label: r.drop_vars("branch_map") for label, r in results.items()}
+    browser = MismatchBrowser(bare, interactive=CHEAP)
+    try:
+        browser.wait()
+        labels = dict((value, label) for label, value in browser.cause.options)
+        assert labels["timing"] == "timing (5, 5 assumed: no branch maps)"
+    finally:
+        browser.close()
+    browser = MismatchBrowser(results, interactive=CHEAP)
+    try:
+        browser.wait()
+        labels = dict((value, label) for label, value in browser.cause.options)
+        assert labels["timing"] == "timing (4)"
+    finally:
+        browser.close()

@@ -90,6 +90,17 @@ def _finder_title(e: Explanation, label: str) -> str:
             f"pedestal, {d['noise'].item()} noise -> {code.name}{check}")
 
 
+def _updated_line(e: Explanation, label: str) -> str | None:
+    """The window's pixels that ``label`` updated earlier in the frame (the serial model
+    reads them updated), or None."""
+    updated = np.argwhere(e.data["updated"].sel(finder=label).to_numpy())
+    if not len(updated):
+        return None
+    ry, rx = e.data.sizes["wy"] // 2, e.data.sizes["wx"] // 2
+    taps = ", ".join(f"({e.y + a - ry}, {e.x + b - rx})" for a, b in updated)
+    return f"updated earlier in this frame (serial): {taps}"
+
+
 def explanation_text(e: Explanation) -> str:
     """A plain-text report of an explanation: the window's numbers per finder, each test
     with its margin, and the verdict."""
@@ -102,11 +113,9 @@ def explanation_text(e: Explanation) -> str:
         lines += ["", _finder_title(e, label)]
         for name in ("mean", "rms", "v"):
             lines += [f"  {name}:", *grid(_grid(e, name, label))]
-        updated = np.argwhere(e.data["updated"].sel(finder=label).to_numpy())
-        if len(updated):
-            ry, rx = e.data.sizes["wy"] // 2, e.data.sizes["wx"] // 2
-            taps = ", ".join(f"({e.y + a - ry}, {e.x + b - rx})" for a, b in updated)
-            lines.append(f"  updated earlier in this frame (serial): {taps}")
+        updated = _updated_line(e, label)
+        if updated is not None:
+            lines.append(f"  {updated}")
         lines.append("  " + ", ".join(f"{k} = {v}" for k, v in _scalars(e, label)))
         for row in test_rows(e, label):
             lines.append("  {:<9} {:<16} {:<30} {:<4} margin {} = {}".format(*row))
@@ -133,6 +142,9 @@ def explanation_html(e: Explanation) -> str:
         parts.append("<div style='display:flex;gap:16px'>" + "".join(
             f"<div><b>{name}</b>{_table(_grid(e, name, label))}</div>"
             for name in ("mean", "rms", "v")) + "</div>")
+        updated = _updated_line(e, label)
+        if updated is not None:
+            parts.append(f"<p>{html.escape(updated)}</p>")
         parts.append(_table([[k, v] for k, v in _scalars(e, label)]))
         parts.append(_table(test_rows(e, label), TEST_COLUMNS))
     parts.append(f"<p><b>{html.escape(verdict(e))}</b></p>")
@@ -167,6 +179,10 @@ class ExplanationTable:
 
     def _repr_html_(self) -> str:
         return self.html
+
+    def __repr__(self) -> str:
+        e = self.explanation
+        return f"<ExplanationTable of frame {e.frame} ({e.y}, {e.x}): {verdict(e)}>"
 
     def __str__(self) -> str:
         return explanation_text(self.explanation)

@@ -458,9 +458,12 @@ class MismatchBrowser(InteractiveWidget):
                         (self.cause, "cause", CAUSES, "all causes")):
                     counts = c.counts(variable)
                     chosen = self.filters[variable]
+                    assumed = c.assumed_timing() if variable == "cause" else 0
                     control.options = [(f"{everything} ({c.sites.sizes['site']})", None)] + [
-                        (f"{name} ({counts[name]})", name) for name in names
-                        if counts[name] or name == chosen]
+                        (f"{name} ({counts[name]}"
+                         + (f", {assumed} assumed: no branch maps" if name == "timing"
+                            and assumed else "") + ")", name)
+                        for name in names if counts[name] or name == chosen]
             self.classification.value = self._classification.value
             self.cause.value = self._cause.value
             self.pair_selector.value = self.pair

@@ -64,7 +64,7 @@ class RunOutcome(NamedTuple):
         """One status line: finder, frames, time, rate, counts and truncation."""
         s = self.spec
         cap = "no cap" if s.max_clusters_per_frame is None else f"cap {s.max_clusters_per_frame}"
-        text = (f"{s.finder} ({s.pedestal_dtype}, {s.noise}), nσ={s.n_sigma:g}, "
+        text = (f"{s.finder} ({s.pedestal_dtype}, noise={s.noise}), nσ={s.n_sigma:g}, "
                 f"{s.cluster_size[0]}x{s.cluster_size[1]}, {cap}: {self.frames} frames in "
                 f"{self.seconds:.3g} s ({self.rate:,.0f} frames/s); n_found {self.n_found:,}, "
                 f"n_kept {self.n_kept:,}")
