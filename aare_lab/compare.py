@@ -28,6 +28,7 @@ models differ; the pedestal divergence needs the maps of every frame of both run
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -221,6 +222,12 @@ class Comparison:
         names = da.attrs["flag_meanings"].split()
         tally = np.bincount(da.to_numpy(), minlength=len(names))
         return {name: int(n) for name, n in zip(names, tally)}
+
+    def one_sided(self) -> Comparison:
+        """The comparison with only the sites one result has and the other lacks (no
+        value differences of matched clusters), e.g. for `worst_mismatch`."""
+        keep = np.flatnonzero(self.sites["kind"].to_numpy() != KINDS.index("value_diff"))
+        return dataclasses.replace(self, sites=self.sites.isel(site=keep))
 
     def assumed_timing(self) -> int:
         """Sites whose cause ``timing`` is assumed, not checked: without branch maps for

@@ -72,6 +72,7 @@ def test_timing_case_classification(timing):
     assert site_table(c, "cause") == {
         (0, *P1): "timing", (0, *P1_BIS): "timing", (0, *P2): "timing", (0, *R2): "timing",
         (1, *P1): "pedestal_diverged"}
+    assert site_table(c.one_sided(), "cause") == site_table(c, "cause")
     assert site_table(c, "deciding_test") == {
         (0, *P1): "test3", (0, *P1_BIS): "test3", (0, *P2): "local_max", (0, *R2): "test3",
         (1, *P1): "test1"}
@@ -174,6 +175,9 @@ def test_value_differences_respect_the_tolerance_and_flag_tampering():
     assert site_table(exact, "max_abs_diff") == {(0, 2, 8): 2.0}
     # Same finder, same pedestal, same frames: nothing can explain a difference.
     assert site_table(exact, "cause") == {(0, 2, 8): "unexplained"}
+    # Only the value difference: nothing is one-sided.
+    assert exact.one_sided().sites.sizes["site"] == 0
+    assert exact.one_sided().summary() == exact.summary()
     assert compare(a, b, labels=["a", "b"], tolerance=1.5).matched_value_diffs == 1
     assert compare(a, b, labels=["a", "b"], tolerance=2).matched_value_diffs == 0
     with pytest.raises(ValueError, match="tolerance"):

@@ -97,7 +97,8 @@ class MismatchView(View):
     ----------
     artists
         Per label: ``footprints:<label>`` (image; gid ``footprints``), ``centres:<label>``
-        and ``rings:<label>`` (scatters; gids ``centres``, ``rings``), ``title:<label>``;
+        and ``rings:<label>`` (scatters; gids ``centres``, ``rings``), ``title:<label>``,
+        ``empty:<label>`` (a note on a panel without clusters; gid ``no_clusters``);
         ``colorbar`` (a `~matplotlib.colorbar.Colorbar`, following the shared norm) and
         ``title`` (the figure's).
 
@@ -131,6 +132,10 @@ class MismatchView(View):
                                                     edgecolors=RING_COLOUR, linewidths=2,
                                                     zorder=4, gid="rings"))
             self._keep(f"title:{label}", ax.set_title("", fontsize="medium"))
+            # A panel without a cluster says so, rather than looking like a failed plot.
+            self._keep(f"empty:{label}", ax.text(0.5, 0.5, "", transform=ax.transAxes,
+                                                 ha="center", va="center", color="0.35",
+                                                 gid="no_clusters"))
             ax.set_xlabel("x (pixel)")
             ax.set_facecolor("#eeeeee")
         self.axes[0].set_ylabel("y (pixel)")
@@ -167,6 +172,8 @@ class MismatchView(View):
             self.artists[f"centres:{label}"].set_offsets(centres[:, ::-1].astype(float))
             self.artists[f"rings:{label}"].set_offsets(missing[:, ::-1])
             n = len(centres)
+            self.artists[f"empty:{label}"].set_text(
+                "" if values.count() else f"no {label} cluster in this patch")
             self.artists[f"title:{label}"].set_text(
                 f"{label}: {n} centre{'' if n == 1 else 's'}, {len(missing)} ringed")
         self.axes[0].set_xlim(extent[0], extent[1])

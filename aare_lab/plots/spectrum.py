@@ -162,14 +162,14 @@ class SpectrumView(View):
             self.ax, self.ratio_ax = self.figure.add_subplot(), None
         self.artists = {}
         ax, edges = self.ax, spectrum_edges(spectra)
-        stroke = [patheffects.withStroke(linewidth=4.5, foreground="white")]
+        stroke = [patheffects.withStroke(linewidth=3.0, foreground="white")]
         for k, label in enumerate(self.labels):
             colour, style, width = CURVE_STYLES[k % len(CURVE_STYLES)]
             fit_colour = FIT_COLOURS[k % len(FIT_COLOURS)]
             self._keep(f"spectrum:{label}", ax.stairs(
                 np.zeros(len(edges) - 1), edges, color=colour, ls=style, lw=width,
                 zorder=2 + 0.1 * k, label=label))
-            self._keep(f"fit:{label}", ax.plot([], [], color=fit_colour, lw=3.0, zorder=10,
+            self._keep(f"fit:{label}", ax.plot([], [], color=fit_colour, lw=1.8, zorder=10,
                                                path_effects=stroke)[0])
             self._keep(f"peak:{label}", ax.axvline(0, ls=":", lw=1.5, color=fit_colour,
                                                    zorder=9, visible=False))
