@@ -169,7 +169,9 @@ class SpectrumView(View):
             self._keep(f"spectrum:{label}", ax.stairs(
                 np.zeros(len(edges) - 1), edges, color=colour, ls=style, lw=width,
                 zorder=2 + 0.1 * k, label=label))
-            self._keep(f"fit:{label}", ax.plot([], [], color=fit_colour, lw=1.8, zorder=10,
+            # Dashed, so that the shoulders it spans (Kβ beside Kα) show through.
+            self._keep(f"fit:{label}", ax.plot([], [], color=fit_colour, lw=2.6,
+                                               ls=(0, (4, 1.5)), zorder=10,
                                                path_effects=stroke)[0])
             self._keep(f"peak:{label}", ax.axvline(0, ls=":", lw=1.5, color=fit_colour,
                                                    zorder=9, visible=False))
