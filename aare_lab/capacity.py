@@ -78,8 +78,8 @@ def truncation_message(frame_numbers: np.ndarray, n_found: np.ndarray,
     lost = int((n_found - n_kept).sum())
     total = len(n_found) if n_frames is None else n_frames
     return (
-        f"max_clusters_per_frame={cap} truncated {int(over.sum())} of {total} frames "
-        f"({lost} clusters dropped); the largest count was {int(n_found[worst])} in frame "
+        f"max_clusters_per_frame={cap} truncated {int(over.sum()):,} of {total:,} frames "
+        f"({lost:,} clusters dropped); the largest count was {int(n_found[worst]):,} in frame "
         f"{int(frame_numbers[worst])}. Raise the cap, or see n_found/n_kept in the result."
     )
 

@@ -8,6 +8,20 @@ import xarray as xr
 from .checks import positive_int
 from .params import WINDOW_DTYPES, parse_cluster_size
 
+
+def byte_size(n: float) -> str:
+    """Bytes in decimal units.
+
+    Examples
+    --------
+    >>> byte_size(52_000), byte_size(156e6), byte_size(224)
+    ('52 kB', '156 MB', '224 B')
+    """
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
 # Per kept cluster the finders hold a window, y and x (int32) and a frame index (int64);
 # per frame, n_found and n_kept (int64).
 _CENTRE_BYTES = 4 + 4 + 8

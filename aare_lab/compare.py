@@ -273,7 +273,9 @@ class Comparison:
         percent = np.format_float_positional(self.disagreement_percent, precision=2,
                                              unique=False, fractional=False, trim="-")
         return (f"{self.labels[0]} vs {self.labels[1]}: {self.a_only} / {self.b_only} "
-                f"({percent} %), {self.matched_value_diffs} matched windows differ")
+                f"({percent} %), {self.matched_value_diffs:,} matched "
+                f"window{'' if self.matched_value_diffs == 1 else 's'} differ"
+                f"{'s' if self.matched_value_diffs == 1 else ''}")
 
     def to_dict(self) -> dict:
         """The comparison as plain JSON-able data (see the ``aare-lab compare`` JSON)."""

@@ -295,7 +295,7 @@ def test_cap_plot_line_and_annotation():
     np.testing.assert_array_equal(hist.edges, np.arange(12) - 0.5)
     text = by_gid(ax, "annotation").get_text()
     assert "3 of 5 frames truncated (60 %)" in text
-    assert "8 clusters dropped" in text and "224 bytes per frame (3x3, int32)" in text
+    assert "8 clusters dropped" in text and "224 B per frame (3x3, int32)" in text
 
 
 def test_cap_view_update_keeps_the_artists():

@@ -7,6 +7,7 @@ import xarray as xr
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from ..caps import byte_size
 from ._figure import single_axes
 from ._view import View
 
@@ -25,10 +26,11 @@ def _bars(hist: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 def _annotation(a: dict) -> str:
-    return (f"{a['frames_truncated']} of {a['frames']} frames truncated "
+    return (f"{a['frames_truncated']:,} of {a['frames']:,} frames truncated "
             f"({100 * a['truncated_fraction']:.3g} %)\n"
-            f"{a['clusters_dropped']} clusters dropped ({100 * a['dropped_fraction']:.3g} %)\n"
-            f"{a['bytes_per_frame']} bytes per frame ({a['cluster_size']}, {a['window_dtype']})")
+            f"{a['clusters_dropped']:,} clusters dropped ({100 * a['dropped_fraction']:.3g} %)\n"
+            f"{byte_size(a['bytes_per_frame'])} per frame ({a['cluster_size']}, "
+            f"{a['window_dtype']})")
 
 
 class CapView(View):

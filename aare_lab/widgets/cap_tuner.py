@@ -15,7 +15,7 @@ import ipywidgets as widgets
 import numpy as np
 import xarray as xr
 
-from ..caps import buffer_bytes_per_frame, cap_analysis
+from ..caps import buffer_bytes_per_frame, byte_size, cap_analysis
 from ..checks import positive_int
 from ..params import WINDOW_DTYPES, parse_cluster_size
 from .base import InteractiveWidget
@@ -263,7 +263,7 @@ class CapTuner(InteractiveWidget):
         a = report.attrs
         return (f"cap {a['cap']:,}: {a['frames_truncated']:,} of {a['frames']:,} frames "
                 f"truncated, {a['clusters_dropped']:,} of {a['clusters']:,} clusters dropped; "
-                f"{_size(a['bytes_per_frame'])} per frame")
+                f"{byte_size(a['bytes_per_frame'])} per frame")
 
     def _draw(self, report: xr.Dataset) -> None:
         from ..plots.caps import CapView
@@ -342,14 +342,6 @@ def _number(name: str, value, *, low: float, high: float | None = None) -> float
     return value
 
 
-def _size(n: float) -> str:
-    """Bytes in decimal units: 52 kB, 156 MB."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f} B"
-
-
 def _table(report: xr.Dataset, window_dtype: str, rule: str) -> str:
     a = report.attrs
     truncated = report["frame"].to_numpy()[report["truncated"].to_numpy()]
@@ -362,11 +354,11 @@ def _table(report: xr.Dataset, window_dtype: str, rule: str) -> str:
         ("clusters dropped", f"{a['clusters_dropped']:,} of {a['clusters']:,} "
                              f"({100 * a['dropped_fraction']:.3g} %)"),
         ("largest count", f"{a['max_count']:,}"),
-        ("buffer per frame", f"{_size(a['bytes_per_frame'])} ({a['bytes_per_frame']:,} B, "
+        ("buffer per frame", f"{byte_size(a['bytes_per_frame'])} ({a['bytes_per_frame']:,} B, "
                              f"{a['cluster_size']} {window_dtype})"),
-        ("per 1000 frames", _size(a["bytes_per_1000_frames"])),
-        (f"at {a['frame_rate']:g} frames/s", f"{_size(a['bytes_per_second'])}/s full buffers "
-                                             f"over PCIe; {_size(a['kept_bytes_per_second'])}"
+        ("per 1000 frames", byte_size(a["bytes_per_1000_frames"])),
+        (f"at {a['frame_rate']:g} frames/s", f"{byte_size(a['bytes_per_second'])}/s full buffers "
+                                             f"over PCIe; {byte_size(a['kept_bytes_per_second'])}"
                                              "/s of kept clusters"),
         ("recommended", f"{a['recommended']:,} ({rule})"),
     ]
