@@ -192,3 +192,22 @@ def test_a_timing_cause_without_branch_maps_is_labelled_assumed(timing):
         assert labels["timing"] == "timing (4)"
     finally:
         browser.close()
+
+
+def test_one_sided_sites_are_listed_before_value_differences(timing):
+    from aare_lab.widgets.mismatch_browser import site_list
+    from compare_cases import PHOTON
+
+    _, results = timing
+    frozen = results["frozen"].copy(deep=True)
+    at = np.flatnonzero((frozen["frame_number"] == 0) & (frozen["y"] == PHOTON[0])
+                        & (frozen["x"] == PHOTON[1]))[0]
+    frozen["window"][at, 0, 0] = frozen["window"][at, 0, 0] + 3
+    c = compare(results["serial"], frozen, labels=["serial", "frozen"])
+    kinds = c.sites["kind"].to_numpy()
+    listing = site_list(c)
+    assert listing.sites == SITES + [(0, *PHOTON)]
+    assert list(listing.positions[:5]) == list(np.flatnonzero(kinds != kinds[listing.positions[-1]]))
+    # The kind is not repeated as the classification.
+    assert listing.texts[-1].startswith(f"frame 0 ({PHOTON[0]}, {PHOTON[1]}): value_diff, ")
+    assert listing.texts[-1].count("value_diff") == 1

@@ -30,7 +30,9 @@ CACHE_SIZE = 256
 
 
 class SiteList(NamedTuple):
-    """The sites of a comparison that pass the filters, in the comparison's order.
+    """The sites of a comparison that pass the filters: the clusters one finder alone
+    has first, then the value differences of matched clusters, each in the comparison's
+    order.
 
     Attributes
     ----------
@@ -75,10 +77,11 @@ def site_list(comparison: Comparison | None, classification: str | None = None,
     if cause is not None:
         keep &= why == cause
     positions = np.flatnonzero(keep)
+    positions = positions[np.argsort(kind[positions] == "value_diff", kind="stable")]
     frame, y, x = (s[v].to_numpy()[positions].tolist() for v in ("frame_number", "y", "x"))
     sites = [(int(f), int(a), int(b)) for f, a, b in zip(frame, y, x)]
-    texts = [f"frame {f} ({a}, {b}): {kind[p]}, {cls[p]}, {why[p]}"
-             for (f, a, b), p in zip(sites, positions)]
+    texts = [f"frame {f} ({a}, {b}): {kind[p]}" + ("" if cls[p] == kind[p] else f", {cls[p]}")
+             + f", {why[p]}" for (f, a, b), p in zip(sites, positions)]
     # A value difference and a one-sided cluster can share a position: the first wins.
     lookup = {}
     for i, site in enumerate(sites):
