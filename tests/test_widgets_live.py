@@ -49,6 +49,9 @@ def test_ten_thousand_frames_redraw_a_bounded_number_of_times(run, interactive):
                                   live.spectrum.to_numpy())
     assert live.latest.fits is not None
     assert "frames processed" in live.stats.value and "peak" in live.stats.value
+    summary = live.summary()
+    assert summary.startswith(f"{len(frames):,} frames processed (")
+    assert "\npeak " in summary and "<" not in summary and "finished" in summary
     live.log_scale.value = False
     live.wait()
     top = int(live.spectrum.max())

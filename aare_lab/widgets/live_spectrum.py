@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 import threading
 import time
 from typing import NamedTuple
@@ -236,6 +238,14 @@ class LiveSpectrum(InteractiveWidget):
             else:
                 raise TypeError(f"{name!r} cannot change during a run; have n_sigma, "
                                 "cluster_size")
+
+    def summary(self) -> str:
+        """The stats line as plain text (frames, rates, drops, the stream's counts, the
+        peak), for a notebook's ``print``; empty before the first snapshot."""
+        if self.latest is None:
+            return ""
+        text = _stats_html(self.latest, self.gain).replace("<br>", "\n")
+        return html.unescape(re.sub(r"<[^>]+>", "", text))
 
     def wait_finished(self, timeout: float = 600.0) -> None:
         """Block until the source is exhausted and the last snapshot is on screen."""
