@@ -22,6 +22,32 @@ class Branch(IntEnum):
     TEST3_SKIP = 5
     QUIET_UPDATE = 6
 
+    @property
+    def meaning(self) -> str:
+        """What the code says of the pixel, in a line (docs/algorithm.md's table).
+
+        Examples
+        --------
+        >>> Branch.SHADOW.meaning
+        'Test 1 passed, but a tap in the window is larger'
+        """
+        return MEANINGS[self]
+
+
+#: One line per code, as docs/algorithm.md's table of branch codes words it (a test
+#: checks that the two agree).
+MEANINGS = {
+    Branch.NOT_PROCESSED: "no decision recorded (e.g. a frame without a map in a comparison); "
+                          "a finder never writes it for a pixel it processed",
+    Branch.NEG_SKIP: "the value is below `−thr` (or, with a JUNGFRAU calibration, the pixel "
+                     "is flagged)",
+    Branch.SHADOW: "Test 1 passed, but a tap in the window is larger",
+    Branch.TEST1_STORE: "Test 1 passed and `p` is the window maximum: stored",
+    Branch.TEST3_STORE: "Test 1 failed, Test 3 passed and `p` is the maximum: stored",
+    Branch.TEST3_SKIP: "Test 3 passed, but a tap is larger",
+    Branch.QUIET_UPDATE: "nothing passed: the value went into the pedestal",
+}
+
 
 def cf_flag_attrs(long_name: str = "branch taken by the cluster-finding decision") -> dict:
     """CF ``flag_values``/``flag_meanings`` attributes for a variable of branch codes."""

@@ -183,6 +183,13 @@ def test_cuda_kernel_branch_codes_are_the_table():
     assert defines == {b.name: b.value for b in Branch if b != Branch.NOT_PROCESSED}
 
 
+def test_branch_meanings_are_the_algorithm_table():
+    doc = (ROOT / "docs" / "algorithm.md").read_text()
+    rows = {name: (int(value), meaning) for value, name, meaning in
+            re.findall(r"^\| (\d) \| ([A-Z0-9_]+) \| (.+) \|$", doc, re.MULTILINE)}
+    assert rows == {b.name: (b.value, b.meaning) for b in Branch}
+
+
 def test_reference_branch_codes_are_the_table():
     """The transcription is independent on purpose (it imports nothing from aare_lab), so
     it is checked against the table instead of importing it."""
