@@ -176,22 +176,17 @@ def test_three_results_and_the_pair_selector(timing):
 
 
 def test_a_timing_cause_without_branch_maps_is_labelled_assumed(timing):
-    frames, results = timing
+    _, results = timing
     bare = {label: r.drop_vars("branch_map") for label, r in results.items()}
-    browser = MismatchBrowser(bare, interactive=CHEAP)
-    try:
-        browser.wait()
-        labels = dict((value, label) for label, value in browser.cause.options)
-        assert labels["timing"] == "timing (5, 5 assumed: no branch maps)"
-    finally:
-        browser.close()
-    browser = MismatchBrowser(results, interactive=CHEAP)
-    try:
-        browser.wait()
-        labels = dict((value, label) for label, value in browser.cause.options)
-        assert labels["timing"] == "timing (4)"
-    finally:
-        browser.close()
+    for given, label in ((bare, "timing (5, 5 assumed: no branch maps)"),
+                         (results, "timing (4)")):
+        browser = MismatchBrowser(given, interactive=CHEAP)
+        try:
+            browser.wait()
+            assert dict((value, text) for text, value in browser.cause.options)["timing"] \
+                == label
+        finally:
+            browser.close()
 
 
 def test_one_sided_sites_are_listed_before_value_differences(timing):
