@@ -274,8 +274,7 @@ class Comparison:
                                              unique=False, fractional=False, trim="-")
         return (f"{self.labels[0]} vs {self.labels[1]}: {self.a_only} / {self.b_only} "
                 f"({percent} %), {self.matched_value_diffs:,} matched "
-                f"window{'' if self.matched_value_diffs == 1 else 's'} differ"
-                f"{'s' if self.matched_value_diffs == 1 else ''}")
+                + ("window differs" if self.matched_value_diffs == 1 else "windows differ"))
 
     def to_dict(self) -> dict:
         """The comparison as plain JSON-able data (see the ``aare-lab compare`` JSON)."""

@@ -202,7 +202,8 @@ def test_one_sided_sites_are_listed_before_value_differences(timing):
     kinds = c.sites["kind"].to_numpy()
     listing = site_list(c)
     assert listing.sites == SITES + [(0, *PHOTON)]
-    assert list(listing.positions[:5]) == list(np.flatnonzero(kinds != kinds[listing.positions[-1]]))
+    one_sided = np.flatnonzero(kinds != kinds[listing.positions[-1]])
+    assert list(listing.positions[:5]) == list(one_sided)
     # The kind is not repeated as the classification.
     assert listing.texts[-1].startswith(f"frame 0 ({PHOTON[0]}, {PHOTON[1]}): value_diff, ")
     assert listing.texts[-1].count("value_diff") == 1
