@@ -1,7 +1,8 @@
 """The ``aare-lab`` command line: one module per subcommand in `aare_lab.commands`.
 
 Exit codes: 0 success, 1 bad input or data (the message says what to change), 2 usage
-errors (from argparse), 3 capacity truncation with ``--on-truncation error``.
+errors (from argparse), 3 capacity truncation with ``--on-truncation error``, 130
+interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ COMMANDS = ("demo", "find", "compare", "dark", "stream-sim", "live", "capture",
             "convert")
 EXIT_BAD_INPUT = 1
 EXIT_TRUNCATED = 3
+EXIT_INTERRUPTED = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from .capacity import TruncationError
     from .gpu import GpuError, GpuUnavailable
     from .pedestal import PedestalNotReady
+    from .result_store import interrupted
 
     args = build_parser().parse_args(argv)
     with warnings.catch_warnings():
@@ -46,11 +49,18 @@ def main(argv: list[str] | None = None) -> int:
         except TruncationError as err:
             print(f"aare-lab {args.command}: {err}", file=sys.stderr)
             return EXIT_TRUNCATED
-        except (FileNotFoundError, ValueError, TypeError, KeyError, ImportError,
-                TimeoutError, PedestalNotReady, GpuUnavailable, GpuError) as err:
-            # TimeoutError: a stream that sends nothing (sources.StreamTimeout).
+        except (OSError, ValueError, TypeError, KeyError, ImportError,
+                PedestalNotReady, GpuUnavailable, GpuError) as err:
+            # OSError: a path that is not what it should be, and TimeoutError, a stream
+            # that sends nothing (sources.StreamTimeout).
             print(f"aare-lab {args.command}: error: {err}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        except (KeyboardInterrupt, SystemError) as err:
+            if not interrupted(err):
+                raise
+            # What was written is kept; the result file's own warning said how much.
+            print(f"aare-lab {args.command}: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
 
 
 def _warning_line(command: str):

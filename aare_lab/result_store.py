@@ -34,6 +34,18 @@ STATE_ATTRS = ("complete", "frames_written")
 CHUNK_BYTES = 1 << 20
 
 
+def interrupted(error: BaseException | None) -> bool:
+    """Whether ``error`` is Ctrl-C (`KeyboardInterrupt`), also where a compiled function
+    turned it into another error (Numba raises a SystemError with it as the context)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
 class IncompleteResultWarning(UserWarning):
     """A result file holds an interrupted run: the frames completed before it stopped."""
 
@@ -154,8 +166,9 @@ class ResultWriter:
     def __exit__(self, kind, error, traceback) -> None:
         self.close(complete=kind is None)
         if kind is not None:
+            why = "KeyboardInterrupt" if interrupted(error) else kind.__name__
             warnings.warn(
-                f"the run stopped ({kind.__name__}) after {self.frames_written} frames: "
+                f"the run stopped ({why}) after {self.frames_written} frames: "
                 f"{self.path} holds their results and is marked complete=0",
                 IncompleteResultWarning, stacklevel=2)
 
@@ -197,4 +210,4 @@ def open_result(path: str | os.PathLike) -> xr.Dataset:
     return ds
 
 
-__all__ = ["IncompleteResultWarning", "ResultWriter", "open_result"]
+__all__ = ["IncompleteResultWarning", "ResultWriter", "interrupted", "open_result"]

@@ -107,3 +107,43 @@ def test_usage_errors_exit_2(capsys):
         main(["find", "--frames", "f.npy", "--out", "r.nc", "--cluster-size", "4x3"])
     assert info.value.code == 2
     assert "even" in capsys.readouterr().err
+
+
+def test_an_out_path_that_cannot_be_written_exits_1_with_a_message(run_files, tmp_path,
+                                                                    capsys):
+    folder, _, _ = run_files
+    (tmp_path / "taken.nc").mkdir()
+    code = main(["find", "--dark", str(folder / "dark.npy"), "--n-pedestal", "30",
+                 "--frames", str(folder / "frames.npy"), "--out", str(tmp_path / "taken.nc"),
+                 "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.startswith("aare-lab find: error: ") and "taken.nc" in err
+
+
+def test_ctrl_c_during_find_keeps_the_chunks_and_exits_130(tmp_path):
+    import signal
+    import time
+
+    from aare_lab.result_store import IncompleteResultWarning, open_result
+    from cli_process import CliProcess
+
+    sim = Simulator(Detector(frame_shape=(128, 128)), Beam(photons_per_frame=200), seed=1)
+    np.save(tmp_path / "dark.npy", sim.dark(50))
+    frames, _ = sim.frames(100)
+    # Long enough (11x11 windows, serial) that the signal arrives while chunks are found.
+    np.save(tmp_path / "frames.npy", np.tile(frames, (40, 1, 1)))
+    out = tmp_path / "run.nc"
+    with CliProcess("find", "--finder", "serial", "--dark", str(tmp_path / "dark.npy"),
+                    "--frames", str(tmp_path / "frames.npy"), "--n-pedestal", "50",
+                    "--cluster-size", "11x11", "--out", str(out)) as process:
+        deadline = time.monotonic() + 120
+        while not out.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(2.0)
+        process.signal(signal.SIGINT)
+        assert process.wait(60) == 130, process.output
+    assert "aare-lab find: interrupted" in process.output
+    assert "Traceback" not in process.output and "SystemError" not in process.output
+    assert "the run stopped (KeyboardInterrupt) after" in process.output
+    with pytest.warns(IncompleteResultWarning), open_result(out) as kept:
+        assert 0 < kept.sizes["frame"] < 4000
