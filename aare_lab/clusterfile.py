@@ -186,7 +186,8 @@ def _frames_of(buffer: np.ndarray, record: np.dtype, path) -> tuple[list, list, 
         at += _HEADER.itemsize
         if n * record.itemsize > end - at:
             raise ValueError(
-                f"{path}: frame {int(header['frame_number'])} (the {len(numbers) + 1}th) "
+                f"{path}: frame {int(header['frame_number'])} (number {len(numbers) + 1} "
+                "in the file) "
                 f"announces {n} clusters of {record.itemsize} bytes but {end - at} bytes "
                 "remain: the file is truncated, or its clusters are not of the cluster_size "
                 "and dtype given (the format does not record them)")

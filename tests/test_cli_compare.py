@@ -7,7 +7,7 @@ import pytest
 
 from aare_lab import FrozenFinder
 from aare_lab.cli import main
-from aare_lab.results import save_result
+from aare_lab.results import load_result, save_result
 from compare_cases import run_pair, timing_frames, unit_pedestal
 
 
@@ -53,6 +53,21 @@ def test_compare_prints_writes_json_and_panel(files, tmp_path, capsys):
     assert [r["label"] for r in data["results"]] == ["serial", "frozen"]
     assert data["results"][0]["n_clusters"] == 2
     assert panel.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_without_branch_maps_says_the_timing_cause_is_assumed(files, tmp_path,
+                                                                      capsys):
+    bare = []
+    for name in ("serial", "frozen"):
+        bare.append(tmp_path / f"{name}.nc")
+        save_result(load_result(files[name]).drop_vars("branch_map"), bare[-1])
+    assert main(["compare", *map(str, bare)]) == 0
+    out = capsys.readouterr().out
+    assert ("cause: timing 5 (5 timing assumed: no branch maps; find with --branch-maps all "
+            "to check)") in out
+    # With the maps, the causes were checked: no such note.
+    assert main(["compare", str(files["serial"]), str(files["frozen"])]) == 0
+    assert "assumed" not in capsys.readouterr().out
 
 
 def test_compare_three_results_gives_every_pair(files, tmp_path, capsys):

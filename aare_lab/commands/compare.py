@@ -54,7 +54,10 @@ def run(args: argparse.Namespace) -> int:
     for c in comparisons:
         print(f"{c.labels[0]} vs {c.labels[1]}:")
         print(f"  classification: {_nonzero(c.counts('classification'))}")
-        print(f"  cause: {_nonzero(c.counts('cause'))}")
+        assumed = c.assumed_timing()
+        print(f"  cause: {_nonzero(c.counts('cause'))}" + (
+            f" ({assumed} timing assumed: no branch maps; find with --branch-maps all to "
+            "check)" if assumed else ""))
         print(f"  deciding test: {_nonzero(c.counts('deciding_test'))}")
         transitions = c.transition_counts()
         if transitions:

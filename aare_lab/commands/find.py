@@ -29,7 +29,8 @@ def register(subparsers) -> None:
                     "write the result Dataset as netCDF. Sources: .npy, .npz, "
                     "file.h5:/dataset, or an slsDetector master file.",
     )
-    parser.add_argument("--dark", help="dark frames (default: the first --n-dark of --frames)")
+    parser.add_argument("--dark", help="dark frames (give one of --dark, --n-dark and "
+                                       "--pedestal)")
     parser.add_argument("--frames", required=True, help="data frames")
     parser.add_argument("--n-dark", type=positive_int, metavar="K",
                         help="take the first K frames of --frames as dark frames")
