@@ -95,7 +95,8 @@ def fit_peak(centres: np.ndarray, counts: np.ndarray,
     Raises
     ------
     ValueError
-        If the window holds fewer than 6 bins or no counts, or the fit does not converge.
+        If the window holds fewer than 6 bins or no counts, the fit does not converge, or
+        it puts the peak outside the window.
     """
     centres = np.asarray(centres, float)
     counts = np.asarray(counts, float)
@@ -105,16 +106,23 @@ def fit_peak(centres: np.ndarray, counts: np.ndarray,
         window = _auto_window(centres, counts)
     sel = (centres >= window[0]) & (centres <= window[1])
     x, y = centres[sel], counts[sel]
+    span = f"{float(window[0]):g}..{float(window[1]):g}"
     if len(x) < 6 or y.sum() <= 0:
-        raise ValueError(f"cannot fit a peak in {window}: {len(x)} bins, {y.sum():.0f} counts")
+        raise ValueError(f"cannot fit a peak in {span}: {len(x)} bins, {y.sum():.0f} counts")
     peak = int(np.argmax(y))
     p0 = [y[peak] - min(y[0], y[-1]), x[peak], (x[-1] - x[0]) / 6, min(y[0], y[-1]), 0.0]
     try:
         popt, pcov = curve_fit(gaussian_on_line, x, y, p0=p0, sigma=np.sqrt(np.maximum(y, 1)),
                                absolute_sigma=True, maxfev=20000)
     except RuntimeError as err:
-        raise ValueError(f"the peak fit in {window} did not converge: {err}") from None
+        raise ValueError(f"the peak fit in {span} did not converge ({y.sum():.0f} counts "
+                         f"in {len(x)} bins): {err}") from None
     err = np.sqrt(np.diag(pcov))
+    if not window[0] <= popt[1] <= window[1]:
+        # The curve went elsewhere: no peak the window holds, whatever its numbers say.
+        raise ValueError(f"the peak fit in {span} put the peak at {popt[1]:.4g}, outside the "
+                         f"window ({y.sum():.0f} counts in {len(x)} bins): too few counts "
+                         "or no peak there")
     return PeakFit(position=float(popt[1]), position_err=float(err[1]),
                    sigma=float(abs(popt[2])), sigma_err=float(err[2]),
                    amplitude=float(popt[0]), offset=float(popt[3]), slope=float(popt[4]),

@@ -64,6 +64,15 @@ def test_failed_fit_names_the_finder():
         fit_peaks(spec, window=(0, 40))
 
 
+def test_a_fit_that_leaves_its_window_is_refused():
+    # A falling edge and no peak: the best gaussian sits beyond the window's top.
+    energies = np.repeat(np.arange(200.0, 260.0), np.arange(60, 0, -1))
+    spec = spectra({"edge": synthetic_result(energies)}, bins=60, range=(200, 260))
+    with pytest.raises(ValueError, match="^edge: the peak fit in 200..260 put the peak at "
+                                         ".*outside the window"):
+        fit_peaks(spec, window=(200, 260))
+
+
 def test_default_bins_hold_every_integer_energy_without_a_last_bin_spike():
     # A flat distribution of integer energies: numpy's bins over the data range put one
     # value more into the last bin (closed on the right); integer-aligned bins do not.

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import numpy as np
+
 from ..simulate import Beam, Detector
 from .options import cluster_size, frame_shape, positive_float, positive_int
 
@@ -25,8 +27,9 @@ def register(subparsers) -> None:
                         help="dark frames, also the pedestal window N (1000)")
     parser.add_argument("--shape", type=frame_shape, default=(400, 400), metavar="NYxNX",
                         help="frame shape (400x400)")
-    parser.add_argument("--photons", type=positive_float, default=2300.0,
-                        help="mean photons per frame (2300)")
+    parser.add_argument("--photons", type=positive_float,
+                        help="mean photons per frame (MÖNCH03's density: 2300 per 400x400 "
+                             "frame, scaled with --shape)")
     parser.add_argument("--cluster-size", type=cluster_size, default=(3, 3), metavar="NYxNX")
     parser.add_argument("--n-sigma", type=positive_float, default=5.0)
     parser.add_argument("--seed", type=int, default=0)
@@ -44,7 +47,10 @@ def run(args: argparse.Namespace) -> int:
     from ..demo import run_demo, save_demo
 
     detector = Detector(frame_shape=args.shape)
-    beam = Beam(photons_per_frame=args.photons)
+    # The default beam's density on the default detector, over the frames asked for.
+    area = args.shape[0] * args.shape[1] / float(np.prod(Detector().frame_shape))
+    photons = args.photons if args.photons is not None else Beam().photons_per_frame * area
+    beam = Beam(photons_per_frame=photons)
     report = run_demo(args.dark, args.frames, seed=args.seed, detector=detector, beam=beam,
                       cluster_size=args.cluster_size, n_sigma=args.n_sigma,
                       progress=not args.quiet)
