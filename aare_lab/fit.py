@@ -107,22 +107,21 @@ def fit_peak(centres: np.ndarray, counts: np.ndarray,
     sel = (centres >= window[0]) & (centres <= window[1])
     x, y = centres[sel], counts[sel]
     span = f"{float(window[0]):g}..{float(window[1]):g}"
+    held = f"{y.sum():.0f} counts in {len(x)} bins"
     if len(x) < 6 or y.sum() <= 0:
-        raise ValueError(f"cannot fit a peak in {span}: {len(x)} bins, {y.sum():.0f} counts")
+        raise ValueError(f"cannot fit a peak in {span}: {held}")
     peak = int(np.argmax(y))
     p0 = [y[peak] - min(y[0], y[-1]), x[peak], (x[-1] - x[0]) / 6, min(y[0], y[-1]), 0.0]
     try:
         popt, pcov = curve_fit(gaussian_on_line, x, y, p0=p0, sigma=np.sqrt(np.maximum(y, 1)),
                                absolute_sigma=True, maxfev=20000)
     except RuntimeError as err:
-        raise ValueError(f"the peak fit in {span} did not converge ({y.sum():.0f} counts "
-                         f"in {len(x)} bins): {err}") from None
+        raise ValueError(f"the peak fit in {span} did not converge ({held}): {err}") from None
     err = np.sqrt(np.diag(pcov))
     if not window[0] <= popt[1] <= window[1]:
         # The curve went elsewhere: no peak the window holds, whatever its numbers say.
         raise ValueError(f"the peak fit in {span} put the peak at {popt[1]:.4g}, outside the "
-                         f"window ({y.sum():.0f} counts in {len(x)} bins): too few counts "
-                         "or no peak there")
+                         f"window ({held}): too few counts or no peak there")
     return PeakFit(position=float(popt[1]), position_err=float(err[1]),
                    sigma=float(abs(popt[2])), sigma_err=float(err[2]),
                    amplitude=float(popt[0]), offset=float(popt[3]), slope=float(popt[4]),

@@ -1,13 +1,18 @@
 """`aare-lab find`: sources in, result netCDF out, and messages a shell user can act on."""
 
+import signal
+import time
+
 import h5py
 import numpy as np
 import pytest
 
 from aare_lab import FrozenFinder, Pedestal, SerialFinder
 from aare_lab.cli import main
+from aare_lab.result_store import IncompleteResultWarning, open_result
 from aare_lab.results import load_result
 from aare_lab.simulate import Beam, Detector, Simulator
+from cli_process import CliProcess
 
 
 @pytest.fixture(scope="module")
@@ -121,12 +126,6 @@ def test_an_out_path_that_cannot_be_written_exits_1_with_a_message(run_files, tm
 
 
 def test_ctrl_c_during_find_keeps_the_chunks_and_exits_130(tmp_path):
-    import signal
-    import time
-
-    from aare_lab.result_store import IncompleteResultWarning, open_result
-    from cli_process import CliProcess
-
     sim = Simulator(Detector(frame_shape=(128, 128)), Beam(photons_per_frame=200), seed=1)
     np.save(tmp_path / "dark.npy", sim.dark(50))
     frames, _ = sim.frames(100)
