@@ -54,8 +54,8 @@ _EXPORTS = {
 }
 
 #: Submodules reached as attributes without an explicit import.
-SUBMODULES = ("caps", "compare", "explain", "plots", "simulate", "sources", "spectra",
-              "widgets")
+SUBMODULES = ("caps", "compare", "explain", "plots", "result_memory", "simulate", "sources",
+              "spectra", "widgets")
 
 # Not in __all__: a star import must not pull in matplotlib or ipywidgets.
 __all__ = ["__version__", *_EXPORTS]

@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from . import result_memory
+
 
 #: Threads per pool, as measured on a 16-core host (benchmarks/fresh_memory.py): work that
 #: writes fresh memory (a run's results) scales with the cores, since the kernel zeroes each
@@ -92,10 +94,10 @@ def parallel_ranges(work: Callable[[int, int], None], n: int, nbytes: int, *,
 
 def parallel_copy(src: np.ndarray, dst: np.ndarray | None = None, *,
                   pool: str = "default") -> np.ndarray:
-    """Copy ``src`` into ``dst`` (a new array when None) with a few threads of ``pool``
-    (`parallel_ranges`); return ``dst``."""
+    """Copy ``src`` into ``dst`` (when None, a new array from `aare_lab.result_memory`)
+    with a few threads of ``pool`` (`parallel_ranges`); return ``dst``."""
     if dst is None:
-        dst = np.empty_like(src)
+        dst = result_memory.empty(src.shape, src.dtype)
     if not dst.flags.c_contiguous:
         raise ValueError("parallel_copy writes into C-contiguous arrays only")
     flat_src, flat_dst = src.reshape(-1), dst.reshape(-1)

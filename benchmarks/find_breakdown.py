@@ -13,6 +13,10 @@ calling thread spends in each stage (wrappers around the methods, summed over th
 - ``make_result``: building the Dataset (``MemorySink.result``);
 - ``other``: the rest (launches, staging hand-over, batch assembly, the tally).
 
+Each ``find`` runs twice over: into fresh result memory (the pool of
+`aare_lab.result_memory` given back first, as in a process's first run) and into the memory
+of the previous run's dropped result (a session's later runs).
+
 Then ``sink_add`` once more on the batches of ``--replay-frames`` frames replayed into a fresh sink with the GPU idle,
 so the host's own cost is seen apart from any contention with the running pipeline.
 Writes ``benchmarks/results/find_breakdown_<date>.json``.
@@ -34,7 +38,7 @@ sys.path.insert(0, str(HERE))
 from cpu_finders import git_commit, write_record  # noqa: E402
 
 import aare_lab  # noqa: E402
-from aare_lab import Pedestal  # noqa: E402
+from aare_lab import Pedestal, result_memory  # noqa: E402
 from aare_lab.finders import CudaFinder, _assembly  # noqa: E402
 from aare_lab.gpu import cupy_or_raise, device_info  # noqa: E402
 from aare_lab.gpu import engine as engine_module  # noqa: E402
@@ -76,8 +80,15 @@ class StageClock:
         return timed
 
 
-def breakdown(cp, finder, source, n_frames):
-    """One timed ``find`` with its stages; ``collect`` excludes the kernel wait inside it."""
+def breakdown(cp, finder, source, n_frames, memory):
+    """One timed ``find`` with its stages; ``collect`` excludes the kernel wait inside it.
+
+    ``memory``: ``"fresh"`` gives the result memory pool back first, so the result is
+    written into pages mapped afresh (a process's first run); ``"reused"`` leaves the pool
+    holding the previous run's dropped result (a session's later runs).
+    """
+    if memory == "fresh":
+        result_memory.release()
     cp.cuda.Device().synchronize()
     with StageClock() as clock:
         t0 = time.perf_counter()
@@ -90,10 +101,17 @@ def breakdown(cp, finder, source, n_frames):
             "stages_s": {k: round(v, 4) for k, v in s.items()}}
 
 
-def replay_sink(finder, frames):
-    """``MemorySink.add`` alone over a run's batches (they own their arrays), the GPU idle."""
+def replay_sink(finder, frames, memory):
+    """``MemorySink.add`` alone over a run's batches (they own their arrays), the GPU idle,
+    into ``memory`` as for `breakdown`: the pool is filled by a first sink, dropped."""
     batches = list(finder.find_batches(frames))
     empty = finder._empty_batch()
+    result_memory.release()
+    if memory == "reused":
+        warm = _assembly.MemorySink(empty, lambda **kw: None, False, n_frames=len(frames))
+        for b in batches:
+            warm.add(b)
+        del warm
     sink = _assembly.MemorySink(empty, lambda **kw: None, False, n_frames=len(frames))
     t0 = time.perf_counter()
     for b in batches:
@@ -133,12 +151,17 @@ def main(argv=None):
             finder.find(dev[:1024], progress=False)    # warm: kernels, buffers, pools
             case = {"cluster_size": size, "window_dtype": window_dtype}
             for name, source in (("device", dev), ("numpy", frames)):
-                runs = [breakdown(cp, finder, source, args.frames) for _ in range(args.repeats)]
-                case[name] = min(runs, key=lambda r: r["seconds"])
-                print(size, window_dtype, name, f"{case[name]['fps']:.0f} frames/s",
-                      case[name]["stages_s"], flush=True)
-            case["sink_add_replayed"] = replay_sink(finder, frames[:args.replay_frames])
-            print("   sink.add replayed:", case["sink_add_replayed"], flush=True)
+                for memory in ("fresh", "reused"):
+                    runs = [breakdown(cp, finder, source, args.frames, memory)
+                            for _ in range(args.repeats)]
+                    key = name if memory == "fresh" else f"{name}_reused"
+                    case[key] = min(runs, key=lambda r: r["seconds"])
+                    print(size, window_dtype, key, f"{case[key]['fps']:.0f} frames/s",
+                          case[key]["stages_s"], flush=True)
+            for memory in ("fresh", "reused"):
+                key = "sink_add_replayed" + ("" if memory == "fresh" else "_reused")
+                case[key] = replay_sink(finder, frames[:args.replay_frames], memory)
+                print(f"   sink.add replayed ({memory}):", case[key], flush=True)
             record["cases"].append(case)
     write_record(record, args.out)
 

@@ -12,8 +12,10 @@ frames repeated to ``--frames``), 3x3 and 9x9 clusters, float32 and float64 pede
   ``"stage"``, and from frames already in page-locked memory (``pinned_frames``); and the
   host's own copy rate into page-locked memory;
 - the user's path, ``find`` into the result Dataset: from the NumPy array (``"auto"``,
-  ``"stage"``, ``"register"``), from pinned frames and from GPU memory, and ``find(out=...)``
-  writing the result file chunk by chunk (on ``--out-frames`` frames);
+  ``"stage"``, ``"register"``), from pinned frames and from GPU memory, each into fresh
+  result memory (a process's first run) and, as ``*_reused``, into the memory of the
+  previous run's dropped result (`aare_lab.result_memory`: a session's later runs), and
+  ``find(out=...)`` writing the result file chunk by chunk (on ``--out-frames`` frames);
 - device-resident end to end: the same from a CuPy array, clusters to the host, and
   ``spectrum`` (device histogram, no clusters shipped): the re-find of a slider;
 - kernel time per frame: CUDA events around the chunk kernel alone, on an otherwise idle
@@ -62,7 +64,7 @@ from aare_env import aare_python  # noqa: E402
 from cpu_finders import cpu_name, git_commit, summary  # noqa: E402
 
 import aare_lab  # noqa: E402
-from aare_lab import Pedestal  # noqa: E402
+from aare_lab import Pedestal, result_memory  # noqa: E402
 from aare_lab.finders import CudaFinder  # noqa: E402
 from aare_lab.gpu import cupy_or_raise, device_info, pinned_frames  # noqa: E402
 from aare_lab.gpu.kernels import BLOCK_THREADS, DEFAULT_BLOCK_THREADS  # noqa: E402
@@ -93,11 +95,14 @@ class Timed:
         self.minor_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - self.faults
 
 
-def repeat(cp, fn, repeats):
-    """Run ``fn`` once to warm up, then ``repeats`` timed times."""
+def repeat(cp, fn, repeats, setup=None):
+    """Run ``fn`` once to warm up, then ``repeats`` timed times, each after ``setup()``
+    (untimed) if given."""
     fn()
     seconds, faults, extra = [], [], None
     for _ in range(repeats):
+        if setup is not None:
+            setup()
         with Timed(cp) as t:
             extra = fn()
         seconds.append(t.seconds)
@@ -278,8 +283,12 @@ def main(argv=None):
                                        ("find_pinned", "auto", pinned),
                                        ("find_device", "auto", dev)):
                 f = finder(host_memory=mode)
-                runs[name] = repeat(cp, lambda f=f, source=source: f.find(
-                    source, progress=False).sizes["cluster"], args.repeats)
+                # Fresh: the result written into pages mapped afresh, as in a process's
+                # first run; reused: into the previous run's dropped result's
+                # (`aare_lab.result_memory`), as in a session's later runs.
+                for memory, setup in (("", result_memory.release), ("_reused", None)):
+                    runs[name + memory] = repeat(cp, lambda f=f, source=source: f.find(
+                        source, progress=False).sizes["cluster"], args.repeats, setup)
             f = finder()
             part = frames[:args.out_frames]
 

@@ -20,6 +20,7 @@ from typing import Self
 import numpy as np
 import xarray as xr
 
+from .. import result_memory
 from ..clipping import CLIPPED_VARIABLE, clipped_taps, counts_clipping
 from ..parallel import parallel_copy, parallel_ranges
 from ..result_store import ResultWriter
@@ -70,12 +71,13 @@ class GrowingRows:
     def reserve(self, rows: int) -> None:
         """Make room for ``rows`` more rows, at least doubling the capacity if it grows.
 
-        Untouched capacity costs address space only: the pages are mapped when written.
+        Untouched capacity costs address space only: the pages are mapped when written,
+        unless the memory is reused (`aare_lab.result_memory`), whose pages are mapped already.
         """
         need = self.size + rows
         if need > len(self._data):
-            grown = np.empty((max(need, 2 * len(self._data)), *self._data.shape[1:]),
-                             self._data.dtype)
+            grown = result_memory.empty((max(need, 2 * len(self._data)),
+                                         *self._data.shape[1:]), self._data.dtype)
             parallel_copy(self.data, grown[:self.size])
             self._data = grown
 

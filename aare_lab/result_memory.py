@@ -1,0 +1,148 @@
+"""Host memory for large results, reused across runs instead of mapped afresh.
+
+The kernel zeroes every page of a fresh allocation on the thread that first writes it, so
+copying a run's clusters into new arrays runs at about 25 GB/s with 16 threads on the
+H200's host, against 40-68 GB/s into memory already mapped
+(``benchmarks/results/fresh_memory_20261201T164148.json``); that zeroing bounds `find()`
+into the result Dataset. Large arrays are therefore carved from anonymous mappings that
+come back to a process-wide pool when the last array viewing them is gone (a result
+dropped, a batch counted), and the next run of the session writes into pages already
+mapped. The first run of a process still maps its pages; so does any run while the
+earlier results are still held.
+
+The pool keeps at most `idle_limit` bytes mapped but unused (an eighth of the machine's
+memory unless ``AARE_LAB_IDLE_RESULT_MIB`` says otherwise; 0 turns reuse off) and gives
+the rest back to the system at once; `release` gives back all of it.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+import weakref
+
+import numpy as np
+
+#: Arrays of fewer bytes come from NumPy: the C library already reuses small blocks.
+MIN_BYTES = 16 << 20
+#: Mappings are rounded up to whole huge pages (transparent huge pages fault 2 MiB at once).
+GRANULE = 2 << 20
+#: An idle mapping serves a request of at least this share of its size, so that a small
+#: array never keeps a large mapping from the run it would suit.
+MIN_FILL = 0.5
+#: Overrides the idle limit, in MiB (a whole number >= 0; 0: no reuse).
+IDLE_LIMIT_VARIABLE = "AARE_LAB_IDLE_RESULT_MIB"
+
+
+def idle_limit() -> int:
+    """Bytes the pool may keep mapped but unused: ``AARE_LAB_IDLE_RESULT_MIB`` MiB if set,
+    else an eighth of the physical memory."""
+    told = os.environ.get(IDLE_LIMIT_VARIABLE)
+    if told is None:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 8
+    try:
+        mib = int(told)
+    except ValueError:
+        mib = -1
+    if mib < 0:
+        raise ValueError(f"{IDLE_LIMIT_VARIABLE}={told!r}: give a whole number of MiB >= 0 "
+                         "(0 turns the reuse of result memory off), or unset it")
+    return mib << 20
+
+
+class _Pool:
+    """Idle mappings, and the hand-back of those whose arrays are gone."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._idle: list[mmap.mmap] = []
+        self.reused = 0
+        self.mapped = 0
+
+    def take(self, nbytes: int) -> mmap.mmap:
+        size = -(-nbytes // GRANULE) * GRANULE
+        with self._lock:
+            fits = [m for m in self._idle if size <= len(m) and size >= MIN_FILL * len(m)]
+            if fits:
+                best = min(fits, key=len)
+                self._idle.remove(best)
+                self.reused += 1
+                return best
+        mapping = mmap.mmap(-1, size)
+        if hasattr(mmap, "MADV_HUGEPAGE"):
+            mapping.madvise(mmap.MADV_HUGEPAGE)
+        self.mapped += 1
+        return mapping
+
+    def give_back(self, mapping: mmap.mmap) -> None:
+        # Runs when an array's last view is gone, on whichever thread dropped it. A mapping
+        # over the limit is only dropped here, never closed: the dying array may still
+        # export its buffer, and the last reference unmaps it.
+        limit = idle_limit()
+        with self._lock:
+            self._idle.append(mapping)
+            self._idle.sort(key=len)
+            while self._idle and sum(map(len, self._idle)) > limit:
+                self._idle.pop()
+
+    def release(self) -> int:
+        with self._lock:
+            freed = sum(map(len, self._idle))
+            self._idle.clear()
+        return freed
+
+    def idle_bytes(self) -> int:
+        with self._lock:
+            return sum(map(len, self._idle))
+
+
+_pool = _Pool()
+
+
+def empty(shape, dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array, in reused memory where it is large.
+
+    Parameters
+    ----------
+    shape, dtype
+        As for `numpy.empty`.
+
+    Returns
+    -------
+    numpy.ndarray
+        Below `MIN_BYTES`, or with the idle limit at 0, `numpy.empty`'s. Otherwise a view
+        of a pooled mapping that goes back to the pool when no view of it remains.
+    """
+    dtype = np.dtype(dtype)
+    shape = (shape,) if np.isscalar(shape) else tuple(shape)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if nbytes < MIN_BYTES or idle_limit() == 0:
+        return np.empty(shape, dtype)
+    mapping = _pool.take(nbytes)
+    whole = np.frombuffer(mapping, np.uint8)
+    # Not at exit: the process gives its memory back anyway.
+    weakref.finalize(whole, _pool.give_back, mapping).atexit = False
+    return whole[:nbytes].view(dtype).reshape(shape)
+
+
+def release() -> int:
+    """Give every idle mapping back to the system; returns the bytes freed.
+
+    Arrays still in use keep their memory; it is unmapped when they are gone.
+    """
+    return _pool.release()
+
+
+def idle_bytes() -> int:
+    """Bytes mapped in the pool, not in use by any array."""
+    return _pool.idle_bytes()
+
+
+def stats() -> dict[str, int]:
+    """How many large arrays were served from the pool (``reused``) and from fresh
+    mappings (``mapped``) since the process started, and the ``idle`` bytes now."""
+    return {"reused": _pool.reused, "mapped": _pool.mapped, "idle": _pool.idle_bytes()}
+
+
+__all__ = ["empty", "release", "idle_bytes", "idle_limit", "stats", "IDLE_LIMIT_VARIABLE"]
