@@ -36,3 +36,17 @@ def taps_at_limits(windows, starts, counts, low, high, out):
                 value = windows[i, k]
                 total += (value == low) | (value == high)
         out[f] = total
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def copy_integer_windows(src, dst, out):
+    """Copy integer windows ``(n, taps)`` from ``src`` into ``dst`` and write each one's sum
+    into ``out`` (float64, as `integer_window_sums`), reading each window once."""
+    n, taps = src.shape
+    for i in range(n):
+        total = np.int64(0)
+        for k in range(taps):
+            value = src[i, k]
+            dst[i, k] = value
+            total += value
+        out[i] = total

@@ -69,7 +69,8 @@ class _Pool:
                 self._idle.remove(best)
                 self.reused += 1
                 return best
-        mapping = mmap.mmap(-1, size)
+        # Private, as malloc maps: shared anonymous memory is shmem, without huge pages.
+        mapping = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
         if hasattr(mmap, "MADV_HUGEPAGE"):
             mapping.madvise(mmap.MADV_HUGEPAGE)
         self.mapped += 1

@@ -35,7 +35,7 @@ import numpy as np
 import xarray as xr
 
 from ._version import __version__
-from ._window_sums import integer_window_sums
+from ._window_sums import copy_integer_windows, integer_window_sums
 from .atomic import replace_atomically
 from .binning import DEFAULT_BINS, count, edges_for
 from .branches import cf_flag_attrs
@@ -236,6 +236,23 @@ def window_energies(windows: np.ndarray, out: np.ndarray | None = None) -> np.nd
                             out)
         return out
     return windows.sum(axis=(1, 2), dtype=np.float64, out=out)
+
+
+def copy_window_energies(windows: np.ndarray, out_windows: np.ndarray,
+                         out_energy: np.ndarray) -> None:
+    """Copy ``windows`` into ``out_windows`` and write their `window_energies` into
+    ``out_energy``.
+
+    Integer windows are read once for both, which makes assembling a result about 1.5x
+    faster than a copy and a sum (``benchmarks/result_copy.py``).
+    """
+    if windows.dtype in (np.int32, np.int16) and out_windows.dtype == windows.dtype \
+            and out_windows.flags.c_contiguous:
+        n = len(windows)
+        copy_integer_windows(windows.reshape(n, -1), out_windows.reshape(n, -1), out_energy)
+        return
+    np.copyto(out_windows, windows)
+    window_energies(out_windows, out=out_energy)
 
 
 def energy_coords(edges: np.ndarray, units: str = "ADU") -> dict:

@@ -15,7 +15,7 @@ from aare_lab import (
     truncated_frames,
 )
 from aare_lab.spec import FinderSpec
-from aare_lab.results import make_result
+from aare_lab.results import copy_window_energies, make_result
 
 
 @pytest.fixture
@@ -102,3 +102,31 @@ def test_spectrum_counts_and_edges(result):
     np.testing.assert_array_equal(spec["energy_hi"], [100, 180, 1000])
     np.testing.assert_array_equal(spec["energy"], [50, 140, 590])
     assert spec.attrs["finder"] == "frozen"
+
+
+@pytest.mark.parametrize("dtype", ["int16", "int32", "float32", "float64"])
+@pytest.mark.parametrize("size", [(3, 3), (9, 9)])
+def test_copied_windows_and_their_energies(dtype, size):
+    # Values at both ends of the dtype's integers: the one-pass sum must not overflow.
+    rng = np.random.default_rng(5)
+    info = np.iinfo(dtype) if dtype.startswith("int") else None
+    low, high = (int(info.min), int(info.max)) if info else (-1e6, 1e6)
+    windows = rng.integers(low, high, (200, *size), endpoint=True).astype(dtype)
+    windows[0] = high
+    windows[1] = low
+    copied = np.full_like(windows, 7)
+    energy = np.full(200, np.nan)
+    copy_window_energies(windows, copied, energy)
+    np.testing.assert_array_equal(copied, windows)
+    assert energy.dtype == np.float64
+    np.testing.assert_array_equal(energy, windows.sum(axis=(1, 2), dtype=np.float64))
+    assert energy[0] == np.prod(size) * float(high) and energy[1] == np.prod(size) * float(low)
+
+
+def test_copied_windows_into_a_strided_target():
+    windows = np.arange(2 * 20 * 9, dtype=np.int32).reshape(40, 3, 3)
+    target = np.zeros((40, 3, 6), np.int32)[:, :, ::2]
+    energy = np.zeros(40)
+    copy_window_energies(windows, target, energy)
+    np.testing.assert_array_equal(target, windows)
+    np.testing.assert_array_equal(energy, windows.sum(axis=(1, 2)))

@@ -6,7 +6,8 @@ asked for. The memory sink copies each batch into arrays that grow by doubling, 
 the first batch's cluster density, and hands views of them to the Dataset: one copy per
 value, no concatenation, no fresh allocation per chunk once the run's density is known.
 The file sink writes each batch (`aare_lab.result_store`). Either way the cluster energies
-are summed per batch on a few threads, while its windows are in cache. int16 windows'
+are summed per batch on a few threads, by the memory sink in the same pass that copies the
+windows. int16 windows'
 taps at the limits are counted per frame by `aare_lab.clipping.clipped_taps`, batch by
 batch.
 """
@@ -24,7 +25,7 @@ from .. import result_memory
 from ..clipping import CLIPPED_VARIABLE, clipped_taps, counts_clipping
 from ..parallel import parallel_copy, parallel_ranges
 from ..result_store import ResultWriter
-from ..results import window_energies
+from ..results import copy_window_energies, window_energies
 
 #: Fields of a `ClusterBatch` with a row per kept cluster, and per branch map; every other
 #: field (not None) has a row per frame.
@@ -93,8 +94,9 @@ def _cluster_work(sources: dict, targets: dict, energy: np.ndarray) -> Callable[
     """Copy the clusters ``a:b`` of every field and sum their windows (for `parallel_ranges`)."""
     def work(a: int, b: int) -> None:
         for name, src in sources.items():
-            np.copyto(targets[name][a:b], src[a:b])
-        window_energies(targets["windows"][a:b], out=energy[a:b])
+            if name != "windows":
+                np.copyto(targets[name][a:b], src[a:b])
+        copy_window_energies(sources["windows"][a:b], targets["windows"][a:b], energy[a:b])
     return work
 
 
