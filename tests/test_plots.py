@@ -14,6 +14,7 @@ from aare_lab.compare import compare_all, worst_mismatch
 from aare_lab.plots import (BranchDiffView, BranchMapView, CapView, MismatchView, SpectrumView,
                             branch_diff_plot, branch_map_plot, cap_plot, frame_centres,
                             frame_codes, mismatch_panel, new_figure, spectrum_plot)
+from aare_lab.plots.branchmap import ZOOM_MARGIN, difference_region
 from aare_lab.spectra import fit_peaks, spectra, spectrum_ratio_error
 from compare_cases import (P1, P1_BIS, P2, PHOTON, R2, run_pair, synthetic_result,
                            timing_frames)
@@ -144,10 +145,34 @@ def test_branch_difference_view(timing):
     # pushed by the serial finder, which read the pushed Q and R2).
     differ = {P1, P1_BIS, P2, R2, (P2[0] + 1, P2[1])}
     assert {tuple(p) for p in np.argwhere(~overlay.get_array().mask).tolist()} == differ
-    assert ax.get_legend().get_texts()[-1].get_text() == "code differs (5 pixels)"
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()][len(Branch):] == [
+        "code differs (5 pixels)", "serial cluster centres", "frozen cluster centres"]
     assert offsets_yx(by_gid(ax, "centres_a")) == {P2, PHOTON}
     assert offsets_yx(by_gid(ax, "centres_b")) == {P1, P1_BIS, R2, PHOTON}
+    # Each finder's entry is drawn with its centres' marker.
+    dot, cross = legend.legend_handles[-2:]
+    assert (dot.get_marker(), cross.get_marker()) == ("o", "x")
     assert ax.get_xlim() == (-0.5, 19.5) and ax.get_ylim() == (5.5, -0.5)
+
+
+def test_branch_difference_view_zooms_to_the_pixels_that_differ(timing):
+    serial, frozen, _ = timing
+    view = BranchDiffView(frame_codes(serial, 0), frame_codes(frozen, 0))
+    ax = view.ax
+    # The pixels that differ span y 3..9, x 4..14; 3 pixels more, within the 12x24 frame.
+    assert ZOOM_MARGIN == 3 and view.zoom_to_differences() == (0, 12, 1, 18)
+    assert ax.get_xlim() == (0.5, 17.5) and ax.get_ylim() == (11.5, -0.5)
+    assert view.zoom_to_differences(margin=1) == (2, 11, 3, 16)
+    assert ax.get_xlim() == (2.5, 15.5) and ax.get_ylim() == (10.5, 1.5)
+    view.show_region()
+    assert ax.get_xlim() == (-0.5, 23.5) and ax.get_ylim() == (11.5, -0.5)
+    codes = frame_codes(serial, 1)
+    view.update(codes, codes)  # nothing differs: the whole frame
+    view.show_region((0, 4, 0, 4))
+    assert view.zoom_to_differences() is None
+    assert ax.get_xlim() == (-0.5, 23.5) and ax.get_ylim() == (11.5, -0.5)
+    assert difference_region(np.eye(3, dtype=bool)[::-1], margin=5) == (0, 3, 0, 3)
 
 
 def test_branch_map_needs_maps(timing):
@@ -307,6 +332,26 @@ def test_cap_view_update_keeps_the_artists():
     assert view.artists["cap"].get_xdata()[0] == 6
     assert view.artists["legend"].get_texts()[0].get_text() == "cap = 6"
     assert "1 of 5 frames truncated" in view.artists["annotation"].get_text()
+    np.testing.assert_array_equal(view.artists["truncated"].get_data().values,
+                                  [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1])
+
+
+def test_cap_view_shades_the_frames_above_the_cap():
+    counts = np.array([0, 3, 5, 5, 10])
+    ax = cap_plot(cap_analysis(counts, 4)).axes[0]
+    shaded, hist = by_gid(ax, "truncated").get_data(), by_gid(ax, "histogram").get_data()
+    np.testing.assert_array_equal(shaded.edges, hist.edges)
+    # One count per bar: the bars of 5 and 10 clusters, whole.
+    np.testing.assert_array_equal(shaded.values, np.where(np.arange(11) > 4, hist.values, 0))
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["cap = 4",
+                                                                    "truncated frames"]
+    # Four counts per bar: the bar of 2296..2299 holds 4 frames, 3 of them above 2296.
+    ax = cap_plot(cap_analysis(np.arange(2000, 2400), 2296)).axes[0]
+    shaded, hist = by_gid(ax, "truncated").get_data(), by_gid(ax, "histogram").get_data()
+    assert shaded.values.sum() == 103 and (shaded.values <= hist.values).all()
+    straddling = np.searchsorted(hist.edges, 2296) - 1
+    assert hist.edges[straddling] == 2295.5 and shaded.values[straddling] == 3
+    assert (shaded.values[:straddling] == 0).all() and (shaded.values[straddling + 1:] == 4).all()
 
 
 def test_branch_views_update_in_place(timing):

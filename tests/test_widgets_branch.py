@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from aare_lab import Branch
+from aare_lab.plots.branchmap import ZOOM_MARGIN
 from aare_lab.widgets import BranchInspector
 from compare_cases import MEAN, P1, P2, run_pair, timing_frames, unit_pedestal
 from widget_helpers import browser_draw, in_thread
@@ -123,6 +124,73 @@ def test_difference_and_frames(timing):
         assert type(w.view).__name__ == "BranchMapView"
         np.testing.assert_array_equal(w.view.artists["branch"].get_array(),
                                       results["serial"]["branch_map"].sel(branch_frame=1))
+    finally:
+        w.close()
+
+
+def limits(ax):
+    """``(y0, y1, x0, x1)`` of the pixels ``ax`` shows."""
+    (left, right), (bottom, top) = ax.get_xlim(), ax.get_ylim()
+    return top + 0.5, bottom + 0.5, left + 0.5, right + 0.5
+
+
+def around(pixels, shape, margin=ZOOM_MARGIN):
+    """The box of ``pixels`` with ``margin`` around them, within ``shape``."""
+    (y0, x0), (y1, x1) = np.min(pixels, axis=0), np.max(pixels, axis=0)
+    return (max(y0 - margin, 0), min(y1 + 1 + margin, shape[0]),
+            max(x0 - margin, 0), min(x1 + 1 + margin, shape[1]))
+
+
+def test_zoom_to_the_differences_follows_the_frame_and_goes_back(timing, interactive):
+    frames, results = timing
+    w = BranchInspector(results, interactive=interactive)
+    try:
+        w.wait()
+        whole = (0, 12, 0, 24)
+        assert w.zoom_toggle.disabled and limits(w.view.ax) == whole
+        w.diff = True
+        w.wait()
+        assert not w.zoom_toggle.disabled and limits(w.view.ax) == whole
+        texts = [t.get_text() for t in w.view.artists["legend"].get_texts()]
+        assert texts[-3:] == ["code differs (5 pixels)", "serial cluster centres",
+                              "frozen cluster centres"]
+        in_thread(setattr, w.zoom_toggle, "value", True)  # a click, on a subshell thread
+        w.wait()
+        differ = {f: np.argwhere(w._codes("serial", f) != w._codes("frozen", f))
+                  for f in (0, 1)}
+        assert w.zoom and limits(w.view.ax) == around(differ[0], (12, 24)) == (0, 12, 1, 18)
+        assert "zoomed to the differences" in w.describe(None)
+        w.frame = 1  # the zoom follows the frame's differences
+        w.wait()
+        assert limits(w.view.ax) == around(differ[1], (12, 24)) == (0, 7, 1, 9)
+        w.select_pixel(*P1)
+        w.wait()
+        assert repr(w) == ("BranchInspector(frame 1: serial vs frozen (zoomed to the "
+                           "differences); pixel (y=3, x=4): serial QUIET_UPDATE, frozen "
+                           "TEST1_STORE)")
+        w.zoom = False
+        w.wait()
+        assert not w.zoom_toggle.value and limits(w.view.ax) == whole
+        w.view.ax.set_xlim(2.5, 6.5)  # as the toolbar's zoom does: a new frame keeps it
+        w.frame = 0
+        w.wait()
+        assert w.view.ax.get_xlim() == (2.5, 6.5)
+        w.diff = None
+        w.wait()
+        assert w.zoom_toggle.disabled
+        browser_draw(w.host)
+        w.wait()
+        assert set(w.host.draw_threads) == {w.ui.thread_id}
+    finally:
+        w.close()
+    w = BranchInspector(results, diff="frozen", region=(2, 6, 0, 20), interactive=CHEAP)
+    try:
+        w.zoom = True
+        w.wait()
+        assert limits(w.view.ax) == (0, 12, 1, 18)
+        w.zoom = False  # back to the region asked for
+        w.wait()
+        assert limits(w.view.ax) == (2, 6, 0, 20)
     finally:
         w.close()
 

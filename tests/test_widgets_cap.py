@@ -75,11 +75,13 @@ def test_moving_the_cap_updates_the_same_artists(run, tuner_of):
     result, _, _ = run
     tuner = tuner_of(result)
     view, line = tuner.view, tuner.view.artists["cap"]
-    annotation = tuner.view.artists["annotation"]
+    annotation, shaded = tuner.view.artists["annotation"], tuner.view.artists["truncated"]
     redraws = tuner.pump.redraws
     tuner.slider.value = 50
     tuner.wait()
     assert tuner.view is view and tuner.view.artists["cap"] is line
+    assert tuner.view.artists["truncated"] is shaded
+    assert shaded.get_data().values.sum() == tuner.report.attrs["frames_truncated"] > 0
     assert list(line.get_xdata()) == [50, 50]
     assert tuner.cap_box.value == 50
     assert tuner.view.artists["annotation"] is annotation
@@ -100,6 +102,17 @@ def test_counts_array_and_dtype_cost(tuner_of):
     assert costs["bytes_per_second"] == a["bytes_per_frame"] * 2000
     # Kept on average: min(n, 4) = 0, 3, 4, 4, 4 → 3 clusters per frame.
     assert costs["kept_bytes_per_second"] == (3 * (25 * 8 + 16) + 16) * 2000
+
+
+def test_repr_is_the_cap_what_it_truncates_and_the_recommendation(tuner_of):
+    tuner = tuner_of(np.array([0, 3, 5, 5, 10]), cap=4)
+    assert repr(tuner) == ("CapTuner(cap 4: 3 of 5 frames truncated, 8 of 23 clusters "
+                           "dropped; 224 B per frame; recommended 12)")
+    tuner.cap = 0
+    tuner.wait()
+    assert repr(tuner).startswith("CapTuner(cap 4: 3 of 5 frames truncated")
+    assert "; error: cap must be a positive integer, got 0" in repr(tuner)
+    assert "application/vnd.jupyter.widget-view+json" in tuner._repr_mimebundle_()
 
 
 def test_recommended_cap_and_button(run, tuner_of):

@@ -50,6 +50,20 @@ def test_first_run_shows_the_offline_spectrum(run, interactive):
     controls.close()
 
 
+def test_repr_is_the_last_run_in_one_line(run):
+    controls = make(run, False)
+    n_found = controls.outcome.n_found
+    assert repr(controls).startswith("FinderControls(frozen (float64, noise=")
+    assert repr(controls).endswith(f"n_found {n_found:,}, n_kept {n_found:,})")
+    controls.set(n_sigma=4)
+    controls.ui.drain()  # the new value reaches the graph: the re-run is submitted
+    assert repr(controls).startswith("FinderControls(running; frozen")
+    controls.wait()
+    assert ", nσ=4, 3x3, no cap: 40 frames in " in repr(controls)
+    assert "application/vnd.jupyter.widget-view+json" in controls._repr_mimebundle_()
+    controls.close()
+
+
 def test_changing_n_sigma_reruns_and_updates_the_same_artists(run, interactive):
     controls = make(run, interactive)
     stairs = controls._spectrum_view.artists["spectrum:frozen"]

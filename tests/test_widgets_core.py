@@ -7,6 +7,7 @@ import time
 import numpy as np
 import pytest
 
+from aare_lab.widgets.base import InteractiveWidget
 from aare_lab.widgets.figures import FigureHost
 from aare_lab.widgets.graph import Input, Node, Task, ViewNode
 from aare_lab.widgets.loop import Pump, UiLoop, Worker, wait_until
@@ -243,3 +244,29 @@ def test_a_worker_starts_its_thread_with_the_first_job():
         time.sleep(0.01)
     assert done == [1]
     worker.stop()
+
+
+# ------------------------------------------------------------------- widgets
+class Doubler(InteractiveWidget):
+    """The smallest widget: one task, its status text."""
+
+    def describe(self, task) -> str:
+        return f"doubled: {task.value}"
+
+
+def test_repr_is_the_state_in_one_line_and_jupyter_still_shows_the_widget():
+    w = Doubler(interactive=False)
+    try:
+        assert repr(w) == "Doubler()"
+        w.task(lambda job, v: 2 * v, Input(21, "v"), name="double").submit()
+        assert repr(w) == "Doubler(running)"  # until its value reaches the UI thread
+        w.wait()
+        assert repr(w) == str(w) == "Doubler(doubled: 42)"
+        w.status.fail("a bad value")
+        assert repr(w) == "Doubler(doubled: 42; error: a bad value)"
+        bundle = w._repr_mimebundle_()
+        assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == w.model_id
+        assert bundle["text/plain"] == repr(w)
+    finally:
+        w.close()
+    assert repr(Doubler.__new__(Doubler)) == "Doubler(not built)"

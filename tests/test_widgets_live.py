@@ -114,6 +114,29 @@ def test_a_slow_consumer_drops_whole_chunks_and_counts_them(run):
     live.close()
 
 
+def test_a_live_stream_is_read_in_its_own_chunks_and_the_repr_says_where_the_run_is(run):
+    frames, dark = run
+    live = LiveSpectrum(PacedSource(frames[:300], rate=5000, chunk_frames=30), dark,
+                        spec=FinderSpec("frozen"), bins=EDGES, chunk_frames=64,
+                        interactive=False, max_hz=20, autostart=False)
+    seen = []
+    deliver = live._deliver
+    live._deliver = lambda snapshot: (seen.append(snapshot.frames_processed),
+                                      deliver(snapshot))
+    assert repr(live) == "LiveSpectrum(frozen, nσ=5, 3x3)"
+    live.start()
+    live.wait_finished(timeout=120)
+    # The stream's 30 frames per chunk, not the widget's 64 (see chunk_frames).
+    assert seen and all(n % 30 == 0 for n in seen)
+    assert live.frames_processed + live.frames_dropped == 300
+    text = repr(live)
+    assert text.startswith("LiveSpectrum(frozen, nσ=5, 3x3; end of the source; ")
+    assert f"{live.frames_processed:,} frames processed" in text and "\n" not in text
+    assert text.endswith("— finished)")
+    assert "application/vnd.jupyter.widget-view+json" in live._repr_mimebundle_()
+    live.close()
+
+
 def test_a_source_that_cannot_be_opened_is_an_error():
     with pytest.raises((ValueError, FileNotFoundError, OSError), match="nothing.npy"):
         LiveSpectrum("nothing.npy", np.zeros((5, 4, 4), np.uint16))

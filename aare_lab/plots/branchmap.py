@@ -6,9 +6,11 @@ from collections.abc import Sequence
 
 import numpy as np
 import xarray as xr
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..branches import Branch
@@ -28,6 +30,10 @@ BRANCH_COLOURS = {
     Branch.QUIET_UPDATE: "#e5f5e0",
 }
 DIFF_COLOUR = "#ff00ff"
+#: Pixels shown around the differing pixels when a difference view zooms to them.
+ZOOM_MARGIN = 3
+#: The markers of A's and B's cluster centres in a difference view.
+CENTRE_MARKERS = {"a": {"marker": "o", "s": 14}, "b": {"marker": "x", "s": 30}}
 _CMAP = ListedColormap([BRANCH_COLOURS[b] for b in Branch], name="branches")
 _NORM = BoundaryNorm(np.arange(len(Branch) + 1) - 0.5, len(Branch))
 
@@ -64,19 +70,49 @@ def _xy(centres: np.ndarray | None) -> np.ndarray:
     return np.asarray(centres, float).reshape(-1, 2)[:, ::-1]
 
 
-def _legend(ax: Axes, extra: Sequence[Patch] = ()):
+def _legend(ax: Axes, extra: Sequence[Artist] = ()):
     handles = [Patch(facecolor=BRANCH_COLOURS[b], edgecolor="0.4", label=b.name) for b in Branch]
     return ax.legend(handles=[*handles, *extra], loc="upper left", bbox_to_anchor=(1.02, 1),
                      fontsize="small", frameon=False)
 
 
+def _centre_handle(role: str, label: str) -> Line2D:
+    """A legend entry drawn like the scatter of ``role``'s centres."""
+    style = CENTRE_MARKERS[role]
+    # A scatter's size is an area in points², a line marker's a width in points.
+    return Line2D([], [], linestyle="none", color="black", marker=style["marker"],
+                  markersize=np.sqrt(style["s"]), label=f"{label} cluster centres")
+
+
+def _show_region(ax: Axes, region: Region) -> None:
+    y0, y1, x0, x1 = region
+    ax.set_xlim(x0 - 0.5, x1 - 0.5)
+    ax.set_ylim(y1 - 0.5, y0 - 0.5)
+
+
 def _frame_axes(ax: Axes, region: Region | None) -> None:
     if region is not None:
-        y0, y1, x0, x1 = region
-        ax.set_xlim(x0 - 0.5, x1 - 0.5)
-        ax.set_ylim(y1 - 0.5, y0 - 0.5)
+        _show_region(ax, region)
     ax.set_xlabel("x (pixel)")
     ax.set_ylabel("y (pixel)")
+
+
+def difference_region(differ: np.ndarray, margin: int = ZOOM_MARGIN) -> Region | None:
+    """The bounding box of the ``True`` pixels of ``differ``, ``margin`` pixels wider on
+    every side within the frame, as ``(y0, y1, x0, x1)`` (None: no pixel differs).
+
+    Examples
+    --------
+    >>> differ = np.zeros((10, 20), bool); differ[4, 5] = differ[6, 18] = True
+    >>> difference_region(differ, margin=2)
+    (2, 9, 3, 20)
+    """
+    ys, xs = np.nonzero(differ)
+    if not len(ys):
+        return None
+    ny, nx = np.shape(differ)
+    return (max(int(ys.min()) - margin, 0), min(int(ys.max()) + 1 + margin, ny),
+            max(int(xs.min()) - margin, 0), min(int(xs.max()) + 1 + margin, nx))
 
 
 class BranchMapView(View):
@@ -129,7 +165,8 @@ class BranchDiffView(View):
     """The pixels whose branch code differs between two finders.
 
     A's codes are drawn faded underneath; the pixels where B took another branch are drawn
-    in magenta on top.
+    in magenta on top. The legend names both finders' centre markers.
+    `zoom_to_differences` shows the pixels that differ, `show_region` a region again.
 
     Parameters
     ----------
@@ -154,6 +191,8 @@ class BranchDiffView(View):
     artists
         ``branch`` (A's faded image), ``differs`` (masked image), ``centres_a``,
         ``centres_b`` (scatters), ``legend``, ``title``.
+    differ
+        The mask of the pixels that differ in the frame shown.
     """
 
     def __init__(self, codes_a: np.ndarray, codes_b: np.ndarray,
@@ -173,11 +212,13 @@ class BranchDiffView(View):
                                         cmap=ListedColormap([DIFF_COLOUR]),
                                         interpolation="nearest", vmin=0, vmax=1))
         la, lb = self.labels
-        self._keep("centres_a", ax.scatter(*_xy(centres_a).T, s=14, c="black", marker="o",
-                                           zorder=3, label=la))
-        self._keep("centres_b", ax.scatter(*_xy(centres_b).T, s=30, c="black", marker="x",
-                                           zorder=4, label=lb))
-        self._keep("legend", _legend(ax, [Patch(facecolor=DIFF_COLOUR, label="code differs")]))
+        for role, label, centres, zorder in (("a", la, centres_a, 3), ("b", lb, centres_b, 4)):
+            self._keep(f"centres_{role}", ax.scatter(*_xy(centres).T, c="black", zorder=zorder,
+                                                     label=label, **CENTRE_MARKERS[role]))
+        self._keep("legend", _legend(ax, [Patch(facecolor=DIFF_COLOUR, label="code differs"),
+                                          _centre_handle("a", la), _centre_handle("b", lb)]))
+        # Its pixel count changes with the frame.
+        self._differs_text = self.artists["legend"].get_texts()[len(Branch)]
         self._keep("title", ax.set_title(""))
         _frame_axes(ax, region)
         self.update(codes_a, codes_b, centres_a, centres_b)
@@ -193,14 +234,32 @@ class BranchDiffView(View):
             raise ValueError(f"the frames of {la} and {lb} differ in shape: "
                              f"{codes_a.shape} and {codes_b.shape}")
         differ = codes_a != codes_b
+        self.differ = differ
         self.artists["branch"].set_data(codes_a)
         self.artists["differs"].set_data(np.ma.masked_array(np.ones(differ.shape), ~differ))
         self.artists["centres_a"].set_offsets(_xy(centres_a))
         self.artists["centres_b"].set_offsets(_xy(centres_b))
         n = int(differ.sum())
-        self.artists["legend"].get_texts()[-1].set_text(f"code differs ({n} pixels)")
+        self._differs_text.set_text(f"code differs ({n} pixels)")
         self._title = self._title if title is None else title
         self.artists["title"].set_text(self._title.format(a=la, b=lb, n=n))
+
+    def show_region(self, region: Region | None = None) -> None:
+        """Show ``region`` ``(y0, y1, x0, x1)`` (None: the whole frame)."""
+        _show_region(self.ax, region or (0, self.differ.shape[0], 0, self.differ.shape[1]))
+
+    def zoom_to_differences(self, margin: int = ZOOM_MARGIN) -> Region | None:
+        """Show the pixels that differ with ``margin`` pixels around them (the whole frame
+        when none differs).
+
+        Returns
+        -------
+        tuple or None
+            The region shown (`difference_region`), None when no pixel differs.
+        """
+        region = difference_region(self.differ, margin)
+        self.show_region(region)
+        return region
 
 
 def branch_map_plot(result: xr.Dataset, frame: int, *, centres: bool = True,

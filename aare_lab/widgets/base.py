@@ -97,6 +97,21 @@ class InteractiveWidget(widgets.VBox):
         """
         wait_until(self.ui, lambda: not self.busy, timeout)
 
+    def __repr__(self) -> str:
+        """The widget's state in one line, for ``print`` and plain consoles; Jupyter still
+        shows the widget itself (ipywidgets' ``_repr_mimebundle_``)."""
+        try:
+            running, parts, error = self.busy, self.state_lines(), self.error
+        except AttributeError:  # its __init__ raised before the state existed
+            return f"{type(self).__name__}(not built)"
+        parts = (["running"] if running else []) + parts + ([f"error: {error}"] if error else [])
+        return f"{type(self).__name__}({'; '.join(part for part in parts if part)})"
+
+    def state_lines(self) -> list[str]:
+        """What `repr` shows besides whether it runs and the error: by default the status
+        line's text; a widget whose status may lag its state says more."""
+        return [self.status.text]
+
     def close(self) -> None:
         """Stop the worker and close the widget."""
         worker = getattr(self, "worker", None)  # absent if __init__ failed before it

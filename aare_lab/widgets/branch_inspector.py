@@ -44,8 +44,9 @@ def _window_table(values: np.ndarray, inside: np.ndarray | None = None) -> str:
 
 
 class BranchInspector(InteractiveWidget):
-    """Branch maps of several finders: frame slider, finder selector, difference view,
-    and the window, branches and explanation of a clicked pixel.
+    """Branch maps of several finders: frame slider, finder selector, difference view
+    (zoomed to the pixels that differ at a click), and the window, branches and
+    explanation of a clicked pixel.
 
     Parameters
     ----------
@@ -71,13 +72,14 @@ class BranchInspector(InteractiveWidget):
         A second label: show where its branches differ from ``finder``'s (None: the
         branch map of ``finder``).
     region
-        ``(y0, y1, x0, x1)`` to zoom into.
+        ``(y0, y1, x0, x1)`` to zoom into; the difference view comes back to it when
+        `zoom` goes off.
     interactive, max_hz
         As for `aare_lab.widgets.base.InteractiveWidget`.
 
     Notes
     -----
-    Setters (``frame``, ``finder``, ``diff``, `select_pixel`) may be called from any
+    Setters (``frame``, ``finder``, ``diff``, ``zoom``, `select_pixel`) may be called from any
     thread; they act on the UI thread. Bad values (an unmapped frame, a pixel outside the
     frame, an unknown label) are reported in the status line and change nothing. Read
     the state on the UI thread, after `wait`.
@@ -108,6 +110,7 @@ class BranchInspector(InteractiveWidget):
         self.view = None
         self._mode = None
         self._marker = None
+        self._zoomed = False  # whether the view's limits show the differences
         self._shown: dict = {}
 
         # ------------------------------------------------------------- controls
@@ -120,6 +123,11 @@ class BranchInspector(InteractiveWidget):
                                                 disabled=len(self.labels) < 2)
         self.diff_selector = widgets.Dropdown(options=self.labels, description="vs",
                                               disabled=len(self.labels) < 2)
+        self.zoom_toggle = widgets.ToggleButton(
+            value=False, description="zoom to differences", icon="search", disabled=True,
+            tooltip="show the pixels that differ and a margin; off: the region given, or "
+                    "the whole frame",
+            layout=widgets.Layout(width="auto"))
         self.pixel_html = widgets.HTML(value="<i>click a pixel (or select_pixel(y, x))</i>")
         self.explanation_html = widgets.HTML(value="" if self.can_explain else (
             "<i>Give the frames (frames=) and the dark frames (dark=) or the starting "
@@ -127,7 +135,8 @@ class BranchInspector(InteractiveWidget):
         self.host = self.figure_host((7.5, 5.5))
         self.children = [
             widgets.HBox([self.frame_slider, self.finder_selector]),
-            widgets.HBox([self.diff_toggle, self.diff_selector, self.progress]),
+            widgets.HBox([self.diff_toggle, self.diff_selector, self.zoom_toggle,
+                          self.progress]),
             self.status.widget,
             self.host.widget,
             self.pixel_html,
@@ -156,14 +165,15 @@ class BranchInspector(InteractiveWidget):
         self._finder = Input(finder, "finder")
         self._diff = Input(diff, "diff")
         self._pixel = Input(None, "pixel")
+        self._zoom = Input(False, "zoom")
         self._frame_task = self.task(self._read_frame, self._frame, name="frame") \
             if frames is not None else None
         self._explain_task = self.task(self._explain, self._frame, self._pixel,
                                        name="explain") if self.can_explain else None
         self._map_view = ViewNode(self._render_map, self._frame, self._finder, self._diff,
-                                  self._pixel, pump=self.pump, figure=self.host)
+                                  self._pixel, self._zoom, pump=self.pump, figure=self.host)
         self._controls_view = ViewNode(self._render_controls, self._frame, self._finder,
-                                       self._diff, pump=self.pump)
+                                       self._diff, self._zoom, pump=self.pump)
         self._pixel_view = ViewNode(self._render_pixel, self._frame, self._finder,
                                     self._pixel, pump=self.pump)
         self._explanation_view = ViewNode(self._render_explanation, self._frame,
@@ -175,6 +185,7 @@ class BranchInspector(InteractiveWidget):
             self.diff_selector.value if on else None))
         self.watch(self.diff_selector, lambda v: self._set_diff(
             v if self.diff_toggle.value else None))
+        self.watch(self.zoom_toggle, lambda on: self._zoom.set(bool(on)))
         self.host.figure.canvas.mpl_connect("button_press_event", self._clicked)
         if self.unmapped:
             self.status.show(f"left out (no branch maps): {', '.join(self.unmapped)}")
@@ -211,6 +222,17 @@ class BranchInspector(InteractiveWidget):
     @diff.setter
     def diff(self, label: str | bool | None) -> None:
         self._on_ui(self._set_diff, label)
+
+    @property
+    def zoom(self) -> bool:
+        """Whether the difference view shows only the pixels that differ (and
+        `aare_lab.plots.branchmap.ZOOM_MARGIN` pixels around them), frame after frame;
+        off, it shows ``region`` (default: the whole frame)."""
+        return self._zoom.value if self.labels else False
+
+    @zoom.setter
+    def zoom(self, on: bool) -> None:
+        self._on_ui(self._zoom.set, bool(on))
 
     @property
     def pixel(self) -> tuple[int, int] | None:
@@ -396,9 +418,16 @@ class BranchInspector(InteractiveWidget):
         elif task is self._frame_task:
             self._pixel_view.notify()
 
+    def state_lines(self) -> list[str]:
+        """The frame, finders and pixel shown now (the status line says them only after
+        a task)."""
+        return [self.describe(None)] if self.labels else []
+
     def describe(self, task) -> str:
         """The status text: the frame, the finders shown and the selected pixel."""
         text = f"frame {self.frame}: {self.finder}" + (f" vs {self.diff}" if self.diff else "")
+        if self.diff and self.zoom:
+            text += " (zoomed to the differences)"
         if self.pixel is not None:
             y, x = self.pixel
             text += f"; pixel (y={y}, x={x}): " + ", ".join(
@@ -408,7 +437,8 @@ class BranchInspector(InteractiveWidget):
         return text
 
     # ----------------------------------------------------------------- views
-    def _render_map(self, frame: int, finder: str, diff: str | None, pixel) -> None:
+    def _render_map(self, frame: int, finder: str, diff: str | None, pixel,
+                    zoom: bool) -> None:
         from ..plots.branchmap import BranchDiffView, BranchMapView, frame_centres
 
         codes = self._codes(finder, frame)
@@ -440,15 +470,27 @@ class BranchInspector(InteractiveWidget):
                 zorder=5, visible=False, gid="selected"))
             self.view.ax.format_coord = self._format_coord
             self._mode = mode
+            self._zoomed = False
         elif diff is None:
             self.view.update(codes, centres, title=title)
         else:
             self.view.update(codes, codes_b, centres, centres_b, title=title)
+        if diff is not None:
+            self._apply_zoom(zoom)
         self._shown = {"frame": frame, "finder": finder, "diff": diff, "codes": codes,
                        "codes_b": codes_b if diff is not None else None}
         if pixel is not None:
             self._marker.set_xy((pixel[1] - 0.5, pixel[0] - 0.5))
         self._marker.set_visible(pixel is not None)
+
+    def _apply_zoom(self, zoom: bool) -> None:
+        """Zoom the difference view to the pixels that differ in the frame shown, or back
+        to ``region``; unzoomed, the limits a user set with the toolbar stay."""
+        if zoom:
+            self.view.zoom_to_differences()
+        elif self._zoomed:
+            self.view.show_region(self.region)
+        self._zoomed = zoom
 
     def _format_coord(self, x: float, y: float) -> str:
         """The footer text under the cursor (called on the UI thread)."""
@@ -465,11 +507,13 @@ class BranchInspector(InteractiveWidget):
             text += f", value {int(raw[row, col])} ADU"
         return text
 
-    def _render_controls(self, frame: int, finder: str, diff: str | None) -> None:
+    def _render_controls(self, frame: int, finder: str, diff: str | None, zoom: bool) -> None:
         with self.syncing():
             self.frame_slider.value = frame
             self.finder_selector.value = finder
             self.diff_toggle.value = diff is not None
+            self.zoom_toggle.value = zoom
+            self.zoom_toggle.disabled = diff is None
             if diff is not None:
                 self.diff_selector.value = diff
 

@@ -255,6 +255,10 @@ class CapTuner(InteractiveWidget):
                             quantile=self.quantile, frame_rate=self.frame_rate)
         return report
 
+    def state_lines(self) -> list[str]:
+        """The cap and what it truncates, and the recommended cap."""
+        return [*super().state_lines(), f"recommended {self._recommended:,}"]
+
     def describe(self, task) -> str:
         """The status text: the cap and what it truncates."""
         report = task.value
