@@ -28,6 +28,7 @@ import numpy as np
 from ._version import __version__
 from .checks import positive_int
 from .readahead import read_ahead
+from .sources.base import counts_text
 
 #: The file attribute that marks a capture, and the version of its layout.
 FILE_MARK, FILE_VERSION = "aare_lab_capture", 1
@@ -139,8 +140,8 @@ def capture(source, path: str | os.PathLike, n_frames: int, *,
                     ended_by = f"{n_frames} frames captured"
                     break
             if report is not None and time.monotonic() - last >= 1:
-                report(f"{0 if out is None else out.n_frames:,} of {n_frames:,} frames; "
-                       f"{json.dumps(source.stats.as_dict())}")
+                report(f"{0 if out is None else out.n_frames:,} of {n_frames:,} frames "
+                       f"captured; {counts_text(source.stats.as_dict())}")
                 last = time.monotonic()
         else:
             if stop.is_set():

@@ -1,8 +1,9 @@
 """The ``aare-lab`` command line: one module per subcommand in `aare_lab.commands`.
 
 Exit codes: 0 success, 1 bad input or data (the message says what to change), 2 usage
-errors (from argparse), 3 capacity truncation with ``--on-truncation error``, 130
-interrupted (Ctrl-C).
+errors (argparse's, and the bad option values or combinations a command finds itself:
+`aare_lab.commands.options.UsageError`), 3 capacity truncation with ``--on-truncation
+error``, 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ._version import __version__
 COMMANDS = ("demo", "find", "compare", "dark", "stream-sim", "live", "capture",
             "convert")
 EXIT_BAD_INPUT = 1
+EXIT_USAGE = 2
 EXIT_TRUNCATED = 3
 EXIT_INTERRUPTED = 130
 
@@ -37,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run ``aare-lab``; returns the exit code."""
     from .capacity import TruncationError
+    from .commands.options import UsageError
     from .gpu import GpuError, GpuUnavailable
     from .pedestal import PedestalNotReady
     from .result_store import interrupted
@@ -49,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         except TruncationError as err:
             print(f"aare-lab {args.command}: {err}", file=sys.stderr)
             return EXIT_TRUNCATED
+        except UsageError as err:
+            print(f"aare-lab {args.command}: error: {err}", file=sys.stderr)
+            return EXIT_USAGE
         except (OSError, ValueError, TypeError, KeyError, ImportError,
                 PedestalNotReady, GpuUnavailable, GpuError) as err:
             # OSError: a path that is not what it should be, and TimeoutError, a stream

@@ -24,6 +24,7 @@ import numpy as np
 import xarray as xr
 
 from ._version import __version__
+from .clipping import report_clipping
 from .params import format_cluster_size, parse_cluster_size
 
 #: The value types aare compiles a ClusterFile for, and the odd square sizes of each.
@@ -33,6 +34,9 @@ AARE_FORMATS = {"int32": (3, 5, 7, 9), "float32": (3, 5, 7, 9), "float64": (3, 5
 #: windows, which widen (exactly) to int32, the type every aare tool reads; aare's int16
 #: files hold 3x3 clusters only.
 DEFAULT_FILE_DTYPES = {"int16": "int32"}
+#: The smallest magnitude that the bytes of a nonzero float32 give read as an int32 (those
+#: of the smallest normal float32, 2**-126).
+FLOAT32_BITS_MIN = 2 ** 23
 _HEADER = np.dtype([("frame_number", "<i4"), ("n_clusters", "<u4")])
 _COORD = np.dtype("<u2")
 #: Result attributes an aare file cannot tell, and what a read result holds for them.
@@ -92,12 +96,27 @@ def file_dtype(window_dtype: str) -> str:
 
 
 def _exact(windows: np.ndarray, dtype: str, path) -> np.ndarray:
-    """``windows`` as ``dtype``, refusing any value the conversion would change."""
-    converted = windows.astype(dtype)
-    if (windows.dtype.kind == "f" and converted.dtype.kind == "i") \
-            or not np.array_equal(converted.astype(windows.dtype), windows, equal_nan=True):
-        raise ValueError(f"cannot write {path} as {dtype}: that changes some of the "
-                         f"{windows.dtype} window values; use dtype={windows.dtype.name!r}")
+    """``windows`` converted by value to ``dtype``, refusing any value that would change
+    (fractions, values beyond an integer type's limits, float64 digits float32 lacks)."""
+    # NaN and values beyond the integer limits cast to arbitrary integers; the
+    # comparison below refuses them.
+    with np.errstate(invalid="ignore"):
+        converted = windows.astype(dtype)
+    back = converted.astype(windows.dtype)
+    changed = back != windows
+    if windows.dtype.kind == "f":
+        changed &= ~(np.isnan(back) & np.isnan(windows))
+    if changed.any():
+        first = np.flatnonzero(changed)[0]
+        info = np.iinfo(dtype) if converted.dtype.kind == "i" else None
+        limits = ("" if info is None else
+                  f" ({dtype} holds whole numbers {info.min}..{info.max})")
+        own = file_dtype(windows.dtype.name)
+        raise ValueError(f"cannot write {path} as {dtype}: {np.count_nonzero(changed):,} of "
+                         f"the {windows.size:,} {windows.dtype} window values would change, "
+                         f"e.g. {windows.flat[first].item()!r} to "
+                         f"{converted.flat[first].item()!r}{limits}; write dtype={own!r} "
+                         f"(aare-lab convert: --dtype {own})")
     return converted
 
 
@@ -116,15 +135,21 @@ def write_clusterfile(result: xr.Dataset, path: str | os.PathLike,
         The file to write (``.clust`` by aare's convention); replaced if it exists.
     dtype
         The value type of the file, a key of `AARE_FORMATS`; default `file_dtype` of the
-        result's window dtype. Another type is allowed only where it holds every window
-        value exactly.
+        result's window dtype. Windows are converted by value, to another type only where
+        it holds every window value exactly.
 
     Raises
     ------
     ValueError
         For a result that lacks a cluster variable, a window size or type aare cannot
-        read, frame numbers beyond int32, centres beyond uint16, or clusters of frames
-        the result does not list.
+        read, a type that would change some window values, frame numbers beyond int32,
+        centres beyond uint16, or clusters of frames the result does not list.
+
+    Warns
+    -----
+    aare_lab.clipping.WindowClippedWarning
+        For int16 windows at their limits (`aare_lab.clipping.report_clipping`): the file
+        does not keep the result's count of them.
     """
     from .atomic import replace_atomically
 
@@ -170,6 +195,7 @@ def write_clusterfile(result: xr.Dataset, path: str | os.PathLike,
                 file.write(records[starts[i]:starts[i + 1]].tobytes())
 
     replace_atomically(path, write)
+    report_clipping(result)
 
 
 def _frames_of(buffer: np.ndarray, record: np.dtype, path) -> tuple[list, list, list]:
@@ -198,6 +224,35 @@ def _frames_of(buffer: np.ndarray, record: np.dtype, path) -> tuple[list, list, 
     return numbers, counts, offsets
 
 
+def _refuse_other_type(windows: np.ndarray, dtype: str, path) -> None:
+    """Refuse window values that only the bytes of another value type give read as ``dtype``.
+
+    The format does not record the value type, and int32 and float32 records are the same
+    size, so either type reads the other's files without a framing error. Integers read as
+    floats are subnormal (NaN if negative), which no detector value is; floats
+    read as int32 are 0 or at least `FLOAT32_BITS_MIN` in magnitude, while a detector's
+    windows always hold smaller nonzero values (their noise).
+    """
+    if windows.dtype.kind == "f":
+        tiny = np.finfo(windows.dtype).tiny
+        odd = np.count_nonzero((windows != 0) & (windows > -tiny) & (windows < tiny))
+        what, likely = f"subnormal (nonzero, below {tiny:.1g} in magnitude)", "int32"
+    elif dtype == "int32":
+        nonzero = np.count_nonzero(windows)
+        small = np.count_nonzero((windows != 0) & (windows > -FLOAT32_BITS_MIN)
+                                 & (windows < FLOAT32_BITS_MIN))
+        odd = 0 if small else nonzero
+        what, likely = f"at least {FLOAT32_BITS_MIN:,} in magnitude (the rest 0)", "float32"
+    else:
+        return
+    if odd:
+        raise ValueError(f"{path} does not hold {dtype} values: read as {dtype}, {odd:,} of "
+                         f"its {windows.size:,} window values are {what}, as only the bytes of "
+                         "another value type give (the format does not record the type). "
+                         f"It probably holds {likely} values: read it with dtype={likely!r} "
+                         f"(aare-lab convert: --dtype {likely})")
+
+
 def read_clusterfile(path: str | os.PathLike, cluster_size=(3, 3), dtype: str = "int32",
                      frame_shape: tuple[int, int] | None = None,
                      provenance: dict | None = None) -> xr.Dataset:
@@ -208,8 +263,10 @@ def read_clusterfile(path: str | os.PathLike, cluster_size=(3, 3), dtype: str = 
     path
         The cluster file.
     cluster_size, dtype
-        What the file holds (`record_dtype`); the format does not record it, so a wrong
-        value reads garbage or, mostly, fails on the frame headers.
+        What the file holds (`record_dtype`); the format does not record it. A wrong
+        value mostly fails on the frame headers; int32 and float32, of one record size,
+        are told apart by their values (`_refuse_other_type`). Values are not converted:
+        the windows keep ``dtype``, int16 widened to int32.
     frame_shape
         ``(ny, nx)`` of the detector, if known (the file does not record it); centres
         must lie inside. `aare_lab.compare` needs it.
@@ -231,9 +288,10 @@ def read_clusterfile(path: str | os.PathLike, cluster_size=(3, 3), dtype: str = 
     FileNotFoundError
         For a missing file.
     ValueError
-        For a file that does not parse as clusters of this size and dtype, a frame number
-        that comes back after other frames, centres outside ``frame_shape``, or unknown
-        ``provenance`` keys.
+        For a file that does not parse as clusters of this size and dtype, values that
+        the bytes of another type give (int32 read as float32 and the reverse,
+        `_refuse_other_type`), a frame number that comes back after other frames, centres
+        outside ``frame_shape``, or unknown ``provenance`` keys.
     """
     from .results import make_result
     from .sources.base import existing_file
@@ -270,6 +328,7 @@ def read_clusterfile(path: str | os.PathLike, cluster_size=(3, 3), dtype: str = 
             raise ValueError(f"{path}: {np.count_nonzero(outside)} cluster centres lie outside "
                              f"the frame shape {ny}x{nx} given")
     windows = np.ascontiguousarray(clusters["data"])
+    _refuse_other_type(windows, dtype, path)
     if dtype == "int16":
         windows = windows.astype(np.int32)
     # make_result lays out the variables; the provenance is the file's, not a finder's.

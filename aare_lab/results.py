@@ -183,13 +183,22 @@ def check_result(result: xr.Dataset, name: str = "the result") -> None:
     TypeError
         For an object that is not an `xarray.Dataset`.
     ValueError
-        For a Dataset that lacks some of them, naming ``name`` and what is missing.
+        For a Dataset that lacks some of them, naming ``name`` and what is missing; for
+        one read from an aare cluster file without its frame shape, how to give it.
     """
     if not isinstance(result, xr.Dataset):
         raise TypeError(f"{name} must be a finder result (a Dataset from a finder or "
                         f"load_result), got {type(result).__name__}")
     missing = [v for v in RESULT_VARIABLES if v not in result.variables]
     missing += [f"attribute {a}" for a in RESULT_ATTRS if a not in result.attrs]
+    unknown = str(result.attrs.get("unknown_attrs", "")).split()
+    if "attribute frame_shape" in missing and "frame_shape" in unknown:
+        source = result.attrs.get("source_file", "IN.clust")
+        raise ValueError(f"{name} has no frame shape: it was read from the aare cluster "
+                         f"file {source}, which does not record it. Convert that file again "
+                         f"with the detector's frame shape: aare-lab convert {source} "
+                         "OUT.nc --frame-shape NYxNX (e.g. 512x1024 for a JUNGFRAU module; "
+                         "Python: read_clusterfile(..., frame_shape=(ny, nx)))")
     if missing:
         raise ValueError(f"{name} is not an aare_lab finder result: it lacks "
                          f"{', '.join(missing)}")

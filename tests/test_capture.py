@@ -90,7 +90,9 @@ def test_an_interrupted_capture_keeps_the_frames_so_far(run, publisher, tmp_path
                     "--out", str(out)) as cli:
         publisher.wait_for_subscribers(timeout=60)
         publisher.send_frames(run[:25])  # and no end of acquisition
-        cli.wait_for(r"^25 of 1,000 frames", timeout=30)
+        status = cli.wait_for(r"^25 of 1,000 frames.*", timeout=30).group()
+        assert status == ("25 of 1,000 frames captured; received 25, processed 25, lost 0, "
+                          "incomplete 0, dropped 0, malformed 0"), status
         cli.signal(signal.SIGTERM)
         assert cli.wait(30) == 0, cli.output
     assert "capture: SIGTERM received; 25 frames" in cli.output
@@ -102,5 +104,5 @@ def test_an_interrupted_capture_keeps_the_frames_so_far(run, publisher, tmp_path
 
 def test_capture_refuses_a_file_that_is_not_hdf5(tmp_path, capsys):
     assert main(["capture", "tcp://127.0.0.1:1", "--frames", "5",
-                 "--out", str(tmp_path / "run.npy")]) == 1
+                 "--out", str(tmp_path / "run.npy")]) == 2
     assert "--out must be an .h5 file" in capsys.readouterr().err

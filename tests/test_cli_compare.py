@@ -99,14 +99,36 @@ def test_different_frames_are_refused_with_the_frames(files, capsys):
         "2 only in shifted [5, 6]" in err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["missing.nc", "missing2.nc"], "no result file"),
-    (["one.nc"], "at least two result files"),
+@pytest.mark.parametrize("argv, message, code", [
+    (["missing.nc", "missing2.nc"], "no result file", 1),
+    (["one.nc"], "at least two result files", 2),
 ])
-def test_bad_input_exits_1(argv, message, capsys, tmp_path, files):
+def test_bad_input_exits_1_and_bad_usage_2(argv, message, code, capsys, tmp_path, files):
     argv = [str(files["frozen"]) if a == "one.nc" else str(tmp_path / a) for a in argv]
-    assert main(["compare", *argv]) == 1
+    assert main(["compare", *argv]) == code
     assert message in capsys.readouterr().err
+
+
+def test_a_negative_tolerance_is_a_usage_error(files, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["compare", str(files["frozen"]), str(files["frozen"]), "--tolerance", "-1"])
+    assert info.value.code == 2
+    assert "--tolerance: -1 must be a finite number >= 0" in capsys.readouterr().err
+
+
+def test_a_cluster_file_read_without_frame_shape_says_how_to_give_it(files, tmp_path,
+                                                                     capsys):
+    clust, read = tmp_path / "frozen.clust", tmp_path / "read.nc"
+    assert main(["convert", str(files["frozen"]), str(clust)]) == 0
+    assert main(["convert", str(clust), str(read)]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(files["frozen"]), str(read)]) == 1
+    err = capsys.readouterr().err
+    assert f"'{read}' has no frame shape: it was read from the aare cluster file {clust}" in err
+    assert f"aare-lab convert {clust} OUT.nc --frame-shape NYxNX" in err
+    assert "not an aare_lab finder result" not in err
+    assert main(["convert", str(clust), str(read), "--frame-shape", "12x24"]) == 0
+    assert main(["compare", str(files["frozen"]), str(read)]) == 0
 
 
 def test_a_file_that_is_not_a_result_is_a_clear_error(files, tmp_path, capsys):

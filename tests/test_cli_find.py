@@ -91,27 +91,48 @@ def test_capacity_error_exits_3(run_files, tmp_path, capsys):
     (["--dark", "{dark}", "--n-pedestal", "1000"],
      "dark.npy': 30 given, --n-pedestal=1000 needed (record more dark frames or lower "
      "--n-pedestal)"),
-    (["--dark", "{dark}", "--finder", "gpu"], "unknown finder 'gpu'"),
-    (["--dark", "{dark}", "--finder", "serial", "--threads", "2"], "frozen finder only"),
-    (["--dark", "{dark}", "--n-dark", "3"], "exactly one of"),
     (["--dark", "{dark}.h5"], "No such file"),
 ])
 def test_bad_input_exits_1_with_a_message(run_files, tmp_path, capsys, args, message):
-    folder, _, _ = run_files
-    args = [a.replace("{dark}", str(folder / "dark.npy")) for a in args]
-    pedestal = [] if "--n-pedestal" in args else ["--n-pedestal", "30"]
-    code = main(["find", *args, *pedestal, "--frames", str(folder / "frames.npy"),
-                 "--out", str(tmp_path / "x.nc"), "--quiet"])
-    assert code == 1
+    assert find_exit_code(run_files, tmp_path, args) == 1
     err = capsys.readouterr().err
     assert err.startswith("aare-lab find: error: ") and message in err
 
 
-def test_usage_errors_exit_2(capsys):
+@pytest.mark.parametrize("args, message", [
+    (["--dark", "{dark}", "--finder", "serial", "--threads", "2"],
+     "--threads applies to the frozen finder only, not --finder serial"),
+    (["--dark", "{dark}", "--n-dark", "3"], "exactly one of"),
+    ([], "exactly one of"),
+    (["--dark", "{dark}", "--branch-maps", "1,x"], "--branch-maps takes 'all' or frame numbers"),
+    (["--dark", "{dark}", "--out", "x.h5"], "--out must be a .nc file"),
+])
+def test_bad_option_combinations_exit_2_with_a_message(run_files, tmp_path, capsys, args,
+                                                       message):
+    assert find_exit_code(run_files, tmp_path, args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("aare-lab find: error: ") and message in err
+
+
+def find_exit_code(run_files, tmp_path, args) -> int:
+    """``aare-lab find`` on the run's frames with ``args`` (``{dark}``: its dark file)."""
+    folder, _, _ = run_files
+    args = [a.replace("{dark}", str(folder / "dark.npy")) for a in args]
+    pedestal = [] if "--n-pedestal" in args else ["--n-pedestal", "30"]
+    out = [] if "--out" in args else ["--out", str(tmp_path / "x.nc")]
+    return main(["find", *args, *pedestal, "--frames", str(folder / "frames.npy"), *out,
+                 "--quiet"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--cluster-size", "4x3"], "even"),
+    (["--finder", "gpu"], "invalid choice: 'gpu'"),
+])
+def test_usage_errors_exit_2(capsys, args, message):
     with pytest.raises(SystemExit) as info:
-        main(["find", "--frames", "f.npy", "--out", "r.nc", "--cluster-size", "4x3"])
+        main(["find", "--frames", "f.npy", "--out", "r.nc", *args])
     assert info.value.code == 2
-    assert "even" in capsys.readouterr().err
+    assert message in capsys.readouterr().err
 
 
 def test_an_out_path_that_cannot_be_written_exits_1_with_a_message(run_files, tmp_path,

@@ -13,7 +13,8 @@ import pytest
 
 from aare_env import aare_python
 from aare_lab import FrozenFinder, Pedestal, SerialFinder
-from aare_lab.clusterfile import (UNKNOWN_ATTRS, read_clusterfile, record_dtype,
+from aare_lab.clipping import WindowClippedWarning
+from aare_lab.clusterfile import (AARE_FORMATS, UNKNOWN_ATTRS, read_clusterfile, record_dtype,
                                   write_clusterfile)
 from aare_lab.cli import main
 from aare_lab.results import load_result, make_result, save_result
@@ -183,16 +184,78 @@ def test_damaged_or_mismatched_files_are_refused(tmp_path):
     assert read_clusterfile(tmp_path / "empty.clust").sizes["frame"] == 0
 
 
+#: Writing windows of a result dtype (first) as a file dtype (second) that cannot hold all
+#: of synthetic_result's values (fractions; float64 digits beyond float32).
+LOSSY = {("float32", "int32"), ("float32", "int16"), ("float64", "int32"),
+         ("float64", "int16"), ("float64", "float32")}
+
+
+@pytest.mark.parametrize("window_dtype", ["int32", "int16", "float32", "float64"])
+@pytest.mark.parametrize("dtype", list(AARE_FORMATS))
+def test_every_dtype_pair_converts_values_or_is_refused(tmp_path, window_dtype, dtype):
+    result = synthetic_result(window_dtype=window_dtype)
+    path = tmp_path / "r.clust"
+    if (window_dtype, dtype) in LOSSY:
+        with pytest.raises(ValueError, match=rf"as {dtype}: \d+ of the 135 {window_dtype} "
+                                             rf"window values would change.*--dtype"):
+            write_clusterfile(result, path, dtype=dtype)
+        return
+    write_clusterfile(result, path, dtype=dtype)
+    back = read_clusterfile(path, dtype=dtype)
+    np.testing.assert_array_equal(back["window"].astype(np.float64),
+                                  result["window"].astype(np.float64))
+
+
+def test_float_windows_of_whole_numbers_write_as_integers(tmp_path):
+    result = synthetic_result(window_dtype="float64")
+    result["window"] = np.round(result["window"])
+    write_clusterfile(result, tmp_path / "r.clust", dtype="int16")
+    back = read_clusterfile(tmp_path / "r.clust", dtype="int16")
+    np.testing.assert_array_equal(back["window"], result["window"])
+
+
+def test_clipped_int16_windows_are_warned_about_when_written(tmp_path):
+    windows = np.zeros((2, 3, 3), np.int16)
+    windows[1, 1, 1] = np.iinfo(np.int16).max
+    result = make_result(spec=FinderSpec(window_dtype="int16", n_pedestal=1),
+                         frame_shape=FRAME_SHAPE, frame_numbers=[7, 8], n_found=[1, 1],
+                         n_kept=[1, 1], cluster_frame=[7, 8], cluster_y=[2, 2],
+                         cluster_x=[5, 5], windows=windows)
+    with pytest.warns(WindowClippedWarning, match="1 stored window values in 1 of 2 frames"):
+        write_clusterfile(result, tmp_path / "r.clust")
+
+
+@pytest.mark.parametrize("written, read, message", [
+    ("int32", "float32", "3x3.clust does not hold float32 values: read as float32, "
+                         r"\d+ of its 135 window values are subnormal.*--dtype int32"),
+    ("float32", "int32", "3x3.clust does not hold int32 values: read as int32, "
+                         r"\d+ of its 135 window values are at least 8,388,608.*"
+                         "--dtype float32"),
+    ("float64", "float32", "not of the cluster_size and dtype given"),
+    ("int16", "int32", "not of the cluster_size and dtype given"),
+])
+def test_a_file_read_as_another_value_type_is_refused(tmp_path, written, read, message):
+    path = tmp_path / "3x3.clust"
+    write_clusterfile(synthetic_result(window_dtype="int32" if written == "int16" else written),
+                      path, dtype=written)
+    with pytest.raises(ValueError, match=message):
+        read_clusterfile(path, dtype=read)
+
+
 def test_writes_that_would_lose_something_are_refused(tmp_path):
     path = tmp_path / "r.clust"
     floats = synthetic_result(window_dtype="float64")
-    with pytest.raises(ValueError, match="as int32: that changes some of the float64"):
+    with pytest.raises(ValueError, match="as int32: .* float64 window values would change, "
+                                         r"e\.g\. -?\d+\.\d+ to -?\d+ \(int32 holds whole"):
         write_clusterfile(floats, path, dtype="int32")
-    with pytest.raises(ValueError, match="as float32: that changes"):
+    with pytest.raises(ValueError, match="as float32: .* would change"):
         write_clusterfile(floats, path, dtype="float32")
     big = synthetic_result()
     big["window"][0, 0, 0] = 40000
-    with pytest.raises(ValueError, match="as int16"):
+    with pytest.raises(ValueError, match=r"as int16: 1 of the 135 int32 window values would "
+                                         r"change, e\.g\. 40000 to -25536 \(int16 holds "
+                                         r"whole numbers -32768\.\.32767\); write "
+                                         r"dtype='int32' \(aare-lab convert: --dtype int32\)"):
         write_clusterfile(big, path, dtype="int16")
     late = synthetic_result().assign_coords(frame=FRAMES + 2 ** 31)
     with pytest.raises(ValueError, match="frame numbers as int32"):
@@ -223,16 +286,20 @@ def test_cli_converts_both_ways(tmp_path, capsys):
     np.testing.assert_array_equal(back.attrs["frame_shape"], FRAME_SHAPE)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["a.nc", "b.nc"], "convert takes RESULT.nc OUT.clust or IN.clust RESULT.nc"),
-    (["r.nc", "b.clust", "--cluster-size", "5x5"], "apply to reading a .clust"),
-    (["missing.clust", "b.nc"], "No such file"),
+@pytest.mark.parametrize("argv, message, code", [
+    (["a.nc", "b.nc"], "convert takes RESULT.nc OUT.clust or IN.clust RESULT.nc", 2),
+    (["r.nc", "b.clust", "--cluster-size", "5x5"], "apply to reading a .clust", 2),
+    (["missing.clust", "b.nc"], "No such file", 1),
+    (["r.clust", "b.nc", "--dtype", "float32"], "r.clust does not hold float32 values", 1),
 ])
-def test_cli_refusals_exit_1(tmp_path, capsys, monkeypatch, argv, message):
+def test_cli_refusals_exit_1_or_2_for_usage(tmp_path, capsys, monkeypatch, argv, message,
+                                            code):
     monkeypatch.chdir(tmp_path)
     save_result(synthetic_result(), tmp_path / "r.nc")
-    assert main(["convert", *argv]) == 1
+    write_clusterfile(synthetic_result(), tmp_path / "r.clust")
+    assert main(["convert", *argv]) == code
     assert message in capsys.readouterr().err
+    assert not (tmp_path / "b.nc").exists()
 
 
 # --- PSI aare's reader, writer and finder ------------------------------------------------------

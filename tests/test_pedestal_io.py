@@ -102,5 +102,5 @@ def test_find_saves_a_pedestal_that_a_later_find_takes(run, tmp_path, capsys):
                  "--pedestal-dtype", "float32", "--out", str(tmp_path / "d.nc")]) == 1
     assert "--pedestal-dtype float32 contradicts the pedestal in" in capsys.readouterr().err
     assert main(["find", "--pedestal", str(tmp_path / "ped.nc"), "--dark",
-                 str(tmp_path / "dark.npy"), *common, "--out", str(tmp_path / "e.nc")]) == 1
+                 str(tmp_path / "dark.npy"), *common, "--out", str(tmp_path / "e.nc")]) == 2
     assert "exactly one of --dark FILE, --n-dark K or --pedestal FILE" in capsys.readouterr().err

@@ -6,7 +6,7 @@ import argparse
 import threading
 from pathlib import Path
 
-from .options import positive_int
+from .options import UsageError, positive_int
 from .signals import stop_on_signals
 
 
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from ..sources.sls_stream import StreamSource
 
     if args.out.suffix.lower() not in (".h5", ".hdf5"):
-        raise ValueError(f"--out must be an .h5 file, got {args.out}")
+        raise UsageError(f"--out must be an .h5 file, got {args.out}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()
     reasons: list[str] = []

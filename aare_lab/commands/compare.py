@@ -10,6 +10,7 @@ from ..compare import compare_all, summary_table, worst_mismatch
 from ..labels import result_labels
 from ..params import parse_cluster_size
 from ..results import check_result, load_result
+from .options import UsageError, non_negative_float
 
 PANEL_SIZE = (4.2, 4.4)
 
@@ -27,7 +28,7 @@ def register(subparsers) -> None:
                         help="write the summary and the classification counts as JSON")
     parser.add_argument("--panel", metavar="WORST.png", type=Path,
                         help="draw the mismatch panel of the worst disagreement")
-    parser.add_argument("--tolerance", type=float, default=0.0,
+    parser.add_argument("--tolerance", type=non_negative_float, default=0.0,
                         help="largest window difference (ADU) that counts as equal "
                              "(default: 0, exact)")
     parser.set_defaults(run=run)
@@ -41,7 +42,7 @@ def _nonzero(counts: dict[str, int]) -> str:
 def run(args: argparse.Namespace) -> int:
     """Compare the result files; returns the exit code."""
     if len(args.results) < 2:
-        raise ValueError("give at least two result files to compare")
+        raise UsageError("give at least two result files to compare")
     results = [load_result(path) for path in args.results]
     for path, result in zip(args.results, results):
         check_result(result, f"'{path}'")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .options import cluster_size, frame_shape
+from .options import UsageError, cluster_size, frame_shape
 
 SUFFIXES = (".nc", ".clust")
 
@@ -24,8 +24,10 @@ def register(subparsers) -> None:
     parser.add_argument("source", type=Path, metavar="IN", help="a result .nc or a .clust")
     parser.add_argument("target", type=Path, metavar="OUT", help="a .clust or a result .nc")
     parser.add_argument("--dtype", choices=tuple(AARE_FORMATS),
-                        help="value type of the cluster file (writing: default the result's "
-                             "window dtype, int32 for int16; reading: default int32)")
+                        help="value type of the cluster file. Writing: the windows converted "
+                             "by value, refused where a value would change (default the "
+                             "result's window dtype, int32 for int16). Reading: the type the "
+                             "file holds, not a conversion (default int32)")
     parser.add_argument("--cluster-size", type=cluster_size, metavar="NYxNX",
                         help="reading: the file's cluster size (default 3x3)")
     parser.add_argument("--frame-shape", type=frame_shape, metavar="NYxNX",
@@ -41,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     kinds = (args.source.suffix, args.target.suffix)
     if kinds == SUFFIXES:
         if args.cluster_size is not None or args.frame_shape is not None:
-            raise ValueError("--cluster-size and --frame-shape apply to reading a .clust; "
+            raise UsageError("--cluster-size and --frame-shape apply to reading a .clust; "
                              "a result brings its own")
         result = load_result(args.source)
         write_clusterfile(result, args.target, dtype=args.dtype)
@@ -52,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
                                   frame_shape=args.frame_shape)
         save_result(result, args.target)
     else:
-        raise ValueError(f"convert takes RESULT.nc OUT.clust or IN.clust RESULT.nc, got "
+        raise UsageError(f"convert takes RESULT.nc OUT.clust or IN.clust RESULT.nc, got "
                          f"{args.source.name} and {args.target.name}")
     print(f"wrote {result.sizes['cluster']} clusters of {result.sizes['frame']} frames "
           f"({result.attrs['cluster_size']}, {dtype}) to {args.target}")

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from ..simulate import Beam, Detector
-from .options import cluster_size, frame_shape, positive_float, positive_int
+from .options import (cluster_size, frame_shape, non_negative_int, positive_float,
+                      positive_int)
 
 
 def register(subparsers) -> None:
@@ -30,9 +31,12 @@ def register(subparsers) -> None:
     parser.add_argument("--photons", type=positive_float,
                         help="mean photons per frame (MÖNCH03's density: 2300 per 400x400 "
                              "frame, scaled with --shape)")
-    parser.add_argument("--cluster-size", type=cluster_size, default=(3, 3), metavar="NYxNX")
-    parser.add_argument("--n-sigma", type=positive_float, default=5.0)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cluster-size", type=cluster_size, default=(3, 3), metavar="NYxNX",
+                        help="odd window size of every finder, rows x columns (3x3)")
+    parser.add_argument("--n-sigma", type=positive_float, default=5.0,
+                        help="threshold in units of the pixel noise (5)")
+    parser.add_argument("--seed", type=non_negative_int, default=0,
+                        help="seed of the simulation: the same seed, the same run (0)")
     parser.add_argument("--out", type=Path, default=Path("demo"),
                         help="folder for the files written (demo/)")
     parser.add_argument("--full-results", action="store_true",

@@ -11,6 +11,7 @@ from ..pipeline import check_frame_shapes, train_pedestal_for
 from ..results import truncated_frames
 from ..sources import open_source, split_dark
 from .options import (
+    UsageError,
     add_calibration_option,
     add_finder_options,
     calibrated,
@@ -58,7 +59,7 @@ def _branch_selection(text: str | None):
     try:
         return [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise ValueError(f"--branch-maps takes 'all' or frame numbers like 147,148; got {text!r}")
+        raise UsageError(f"--branch-maps takes 'all' or frame numbers like 147,148; got {text!r}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,9 +73,9 @@ def run(args: argparse.Namespace) -> int:
     """
     spec = calibrated(finder_spec(args), args.calibration)
     if sum(option is not None for option in (args.dark, args.n_dark, args.pedestal)) != 1:
-        raise ValueError("give exactly one of --dark FILE, --n-dark K or --pedestal FILE")
+        raise UsageError("give exactly one of --dark FILE, --n-dark K or --pedestal FILE")
     if args.out.suffix != ".nc":
-        raise ValueError(f"--out must be a .nc file, got {args.out}")
+        raise UsageError(f"--out must be a .nc file, got {args.out}")
     frames = open_source(args.frames)
     progress = not args.quiet
     if args.pedestal is not None:

@@ -16,6 +16,7 @@ from .options import (
     load_pedestal,
     positive_float,
     positive_int,
+    usage_of,
 )
 from .signals import stop_on_signals
 
@@ -80,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
     from ..sources.sls_stream import StreamSource
 
     spec = calibrated(finder_spec(args), args.calibration)
-    edges = fixed_edges(*args.energy_range, args.bin_width, units=spec.units)
+    with usage_of("--energy-range, --bin-width"):
+        edges = fixed_edges(*args.energy_range, args.bin_width, units=spec.units)
     pedestal = None
     if args.pedestal is not None:
         pedestal, spec = load_pedestal(args.pedestal, spec, args.calibration)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .. import checks
 from ..common_mode import PRESETS, load_label_map
-from ..finders import get_finder
+from ..finders import FINDERS, get_finder
 from ..jungfrau import JungfrauCalibration
 from ..params import WINDOW_DTYPES, parse_cluster_size
 from ..pedestal import NOISE_MODES, PEDESTAL_DTYPES, Pedestal
@@ -15,6 +18,21 @@ from ..spec import FinderSpec
 
 #: The defaults of the pedestal options, which a ``--pedestal FILE`` replaces by its own.
 PEDESTAL_DEFAULTS = {"n_pedestal": 1000, "pedestal_dtype": "float64", "noise": "running"}
+
+
+class UsageError(ValueError):
+    """A bad option value or combination of options that a command finds after parsing;
+    ``aare-lab`` exits 2 on it, as argparse does on its own usage errors."""
+
+
+@contextmanager
+def usage_of(options: str) -> Iterator[None]:
+    """Within the block, a `ValueError` is the fault of ``options`` (``"--energy-range,
+    --bin-width"``): it is raised again as a `UsageError` naming them."""
+    try:
+        yield
+    except ValueError as err:
+        raise UsageError(f"{options}: {err}") from None
 
 
 def cluster_size(text: str) -> tuple[int, int]:
@@ -37,26 +55,52 @@ def frame_shape(text: str) -> tuple[int, int]:
     return ny, nx
 
 
-def positive_int(text: str) -> int:
-    """argparse type for an integer >= 1 (argparse names the option in its message)."""
+def _integer(text: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    try:
-        return checks.positive_int("the value", value)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
 
 
-def positive_float(text: str) -> float:
-    """argparse type for a finite number > 0."""
+def _finite(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or value == float("inf"):
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type for an integer >= 1 (argparse names the option in its message)."""
+    try:
+        return checks.positive_int("the value", _integer(text))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type for an integer >= 0."""
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be an integer >= 0")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type for a finite number > 0."""
+    value = _finite(text)
+    if not value > 0:
         raise argparse.ArgumentTypeError(f"{text} must be a finite number > 0")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type for a finite number >= 0."""
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number >= 0")
     return value
 
 
@@ -73,7 +117,7 @@ def common_mode(text: str):
 def add_finder_options(parser: argparse.ArgumentParser) -> None:
     """Options of the finder and its pedestal."""
     group = parser.add_argument_group("finder")
-    group.add_argument("--finder", default="frozen",
+    group.add_argument("--finder", choices=tuple(FINDERS), default="frozen",
                        help="serial, frozen (cuda where a GPU is available); default frozen")
     group.add_argument("--threads", type=positive_int, help="threads of the frozen finder")
     group.add_argument("--n-sigma", type=positive_float, default=5.0,
@@ -84,7 +128,10 @@ def add_finder_options(parser: argparse.ArgumentParser) -> None:
                        default=PEDESTAL_DEFAULTS["n_pedestal"], metavar="N",
                        help="pedestal window: dark frames to train on (default 1000)")
     group.add_argument("--pedestal-dtype", choices=PEDESTAL_DTYPES,
-                       default=PEDESTAL_DEFAULTS["pedestal_dtype"])
+                       default=PEDESTAL_DEFAULTS["pedestal_dtype"],
+                       help="value type of the pedestal state after training: float64 "
+                            "(default) or float32, centred on the dark level to keep "
+                            "precision")
     group.add_argument("--noise", choices=NOISE_MODES, default=PEDESTAL_DEFAULTS["noise"],
                        help="'fixed' freezes the rms when training ends (default running)")
     group.add_argument("--common-mode", type=common_mode, default=None,
@@ -96,7 +143,8 @@ def add_finder_options(parser: argparse.ArgumentParser) -> None:
                        help="max_clusters_per_frame (default: unbounded)")
     group.add_argument("--on-truncation", choices=("warn", "error"), default="warn",
                        help="what a frame over the cap does (error: exit code 3)")
-    group.add_argument("--window-dtype", metavar="{" + ",".join(WINDOW_DTYPES) + "}",
+    group.add_argument("--window-dtype", choices=WINDOW_DTYPES,
+                       metavar="{" + ",".join(WINDOW_DTYPES) + "}",
                        help="stored window values: int32 rounded half away from zero (the "
                             "default); int16 rounded and saturated to -32768..32767, half "
                             "int32's bytes (taps at those limits are counted per frame, "
@@ -105,18 +153,9 @@ def add_finder_options(parser: argparse.ArgumentParser) -> None:
 
 
 def window_dtype(args: argparse.Namespace) -> str:
-    """``--window-dtype``, or its default: int32, float32 with a ``--calibration``.
-
-    Raises
-    ------
-    ValueError
-        For a value that is not one of `aare_lab.params.WINDOW_DTYPES`.
-    """
+    """``--window-dtype``, or its default: int32, float32 with a ``--calibration``."""
     if args.window_dtype is None:
         return "int32" if getattr(args, "calibration", None) is None else "float32"
-    if args.window_dtype not in WINDOW_DTYPES:
-        raise ValueError(f"--window-dtype {args.window_dtype}: choose one of "
-                         f"{', '.join(WINDOW_DTYPES)}")
     return args.window_dtype
 
 
@@ -125,13 +164,14 @@ def finder_spec(args: argparse.Namespace) -> FinderSpec:
 
     Raises
     ------
-    ValueError
-        For ``--threads`` with another finder than frozen, or a bad ``--window-dtype``.
+    UsageError
+        For ``--threads`` with another finder than frozen.
     GpuUnavailable
         For ``--finder cuda`` without a usable GPU, before any frame is read.
     """
     if args.threads is not None and args.finder != "frozen":
-        raise ValueError("--threads applies to the frozen finder only")
+        raise UsageError(f"--threads applies to the frozen finder only, not --finder "
+                         f"{args.finder}")
     spec = FinderSpec(args.finder, args.n_sigma, args.cluster_size, args.pedestal_dtype,
                       args.noise, args.cap, window_dtype(args), n_pedestal=args.n_pedestal,
                       common_mode=args.common_mode)
@@ -161,12 +201,15 @@ def calibrated(spec: FinderSpec, path) -> FinderSpec:
     Raises
     ------
     FileNotFoundError, ValueError
-        For a missing file or one that is not a JUNGFRAU calibration, naming it, or
-        an integer window dtype.
+        For a missing file or one that is not a JUNGFRAU calibration, naming it.
+    UsageError
+        For an integer ``--window-dtype``.
     """
     if path is None:
         return spec
-    return spec.replace(calibration=JungfrauCalibration.load(path))
+    calibration = JungfrauCalibration.load(path)
+    with usage_of(f"--window-dtype {spec.window_dtype} with --calibration"):
+        return spec.replace(calibration=calibration)
 
 
 def load_pedestal(path, spec: FinderSpec,

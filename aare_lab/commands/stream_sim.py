@@ -6,7 +6,7 @@ import argparse
 import signal
 import time
 
-from .options import positive_float, positive_int
+from .options import UsageError, non_negative_int, positive_float, positive_int
 
 #: Distinct simulated frames of each kind; the run cycles through them.
 BANK = 100
@@ -37,16 +37,17 @@ def register(subparsers) -> None:
     parser.add_argument("--detector", choices=("moench", "jungfrau"), default="moench",
                         help="detector type and module shape: moench 400x400, "
                              "jungfrau 512x1024 (moench)")
-    parser.add_argument("--n-dark", type=int, default=0, metavar="K",
+    parser.add_argument("--n-dark", type=non_negative_int, default=0, metavar="K",
                         help="dark frames first in each acquisition (0)")
     parser.add_argument("--acquisitions", type=positive_int, default=1,
                         help="acquisitions, each followed by its end message (1)")
     parser.add_argument("--interfaces", type=positive_int, default=1,
                         help="ports the rows are split over, like numinterfaces (1)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=non_negative_int, default=0,
+                        help="seed of the simulated frames (0)")
     parser.add_argument("--bank", type=positive_int, default=BANK,
                         help=f"distinct simulated frames of each kind ({BANK})")
-    parser.add_argument("--wait-subscribers", type=int, default=0, metavar="N",
+    parser.add_argument("--wait-subscribers", type=non_negative_int, default=0, metavar="N",
                         help="wait until N subscribers have subscribed on every interface "
                              "before the first frame, so that none misses the start (0: "
                              f"start at once, {SLOW_JOINER:g} s after binding)")
@@ -62,12 +63,9 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``aare-lab stream-sim``."""
     from ..streamsim import MODULE_SHAPES, StreamPublisher
 
-    for option, value in (("--n-dark", args.n_dark), ("--wait-subscribers", args.wait_subscribers)):
-        if value < 0:
-            raise ValueError(f"{option} must be >= 0, got {value}")
     if args.source is not None:
         if args.n_dark:
-            raise ValueError("--n-dark simulates dark frames: with --from the file's frames "
+            raise UsageError("--n-dark simulates dark frames: with --from the file's frames "
                              "are sent as they are")
         from ..sources import open_source
 

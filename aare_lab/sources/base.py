@@ -305,3 +305,15 @@ def existing_file(path) -> Path:
     if not path.is_file():
         raise FileNotFoundError(errno.ENOENT, "No such file", str(path))
     return path
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    """A live source's counts (``source.stats.as_dict()``, named ``frames_received`` and
+    so on) in words, for a status line.
+
+    Examples
+    --------
+    >>> counts_text({"frames_received": 1200, "frames_lost": 0, "messages_malformed": 1})
+    'received 1,200, lost 0, malformed 1'
+    """
+    return ", ".join(f"{key.split('_', 1)[1]} {value:,}" for key, value in counts.items())
