@@ -30,6 +30,7 @@ _EXPORTS = {
     "TruncationError": "capacity",
     "DarkFrameWarning": "dark_quality",
     "WindowClippedWarning": "clipping",
+    "GainBitsWarning": "jungfrau",
     "train_pedestal": "pipeline",
     "find_clusters": "pipeline",
     "make_result": "results",

@@ -48,10 +48,12 @@ from .clipping import (
 )
 from .finders.base import ClusterBatch, Finder
 from .pedestal import Pedestal
-from .pipeline import require_g0
+from .jungfrau import GainBitsTally, gain_bits_per_frame
+from .pipeline import dark_frames_of, require_g0
 from .readahead import read_ahead
 from .result_store import GROWING, ResultWriter
 from .results import counts_spectrum, window_energies, write_netcdf
+from .sources.base import counts_text
 from .spec import FinderSpec
 
 #: The default ``(low, high, width)`` of a live spectrum's bins in each unit of energy.
@@ -150,6 +152,13 @@ class LiveRun:
         For both or neither of ``pedestal`` and ``n_dark``, or ``n_dark`` below N. While
         running (`run`): for frames of another shape than the calibration's or the
         pedestal's, or, with a calibration, a dark frame that is not all G0.
+
+    Warns
+    -----
+    aare_lab.jungfrau.GainBitsWarning
+        Without a calibration, when the dark frames are taken if they hold values above
+        14 bits (raw JUNGFRAU pixels that switched gain), and at the first data chunk that
+        does.
     """
 
     def __init__(self, source, spec: FinderSpec, out: str | os.PathLike, *,
@@ -175,6 +184,7 @@ class LiveRun:
         self._options = {**finder_options, "on_truncation": "warn"}
         self._pedestal = None if pedestal is None else pedestal.copy()
         self._dark_left = n_dark or 0
+        self._dark_gain_bits = GainBitsTally()
         self.finder: Finder | None = None
         if self._pedestal is not None:
             self.finder = spec.make_finder(self._pedestal, **self._options)
@@ -256,10 +266,13 @@ class LiveRun:
             if self.spec.calibration is not None:
                 require_g0(chunk._replace(numbers=numbers[:k], frames=frames[:k]),
                             self.source)
+            else:
+                self._dark_gain_bits.add(gain_bits_per_frame(frames[:k]))
             self._pedestal.push_dark(frames[:k])
             self._dark_left -= k
             numbers, frames = numbers[k:], frames[k:]
             if not self._dark_left:
+                self._dark_gain_bits.warn(dark_frames_of(self.source), stacklevel=3)
                 self.finder = self.spec.make_finder(self._pedestal, **self._options)
         if len(numbers):
             # A GPU finder takes at most its chunk_frames at a time.
@@ -267,6 +280,8 @@ class LiveRun:
             for first in range(0, len(numbers), step):
                 self._add(self.finder.process_chunk(frames[first:first + step],
                                                     numbers[first:first + step]))
+            # At once, not at the end: a beamtime can still act on it.
+            self.finder.report_gain_bits(self.source.describe(), stacklevel=3)
         self.source.mark_processed(len(chunk.numbers))
         self.taken += len(chunk.numbers)
 
@@ -391,7 +406,7 @@ def status_line(elapsed: float, rate: float, counts: dict[str, int], clusters: i
     >>> status_line(1.0, 2.0, {"frames_received": 2}, 8, spectrum)
     '    1.0 s: 2 frames/s; received 2; 8 clusters, 7 in -0.5..19.5 ADU'
     """
-    names = ", ".join(f"{key.split('_', 1)[1]} {value:,}" for key, value in counts.items())
     low, high = float(spectrum["energy_lo"][0]), float(spectrum["energy_hi"][-1])
-    return (f"{elapsed:7.1f} s: {rate:,.0f} frames/s; {names}; {clusters:,} clusters, "
+    return (f"{elapsed:7.1f} s: {rate:,.0f} frames/s; {counts_text(counts)}; "
+            f"{clusters:,} clusters, "
             f"{int(spectrum.sum()):,} in {low:g}..{high:g} {spectrum['energy'].attrs['units']}")

@@ -9,7 +9,7 @@ import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
-from .jungfrau import ADC_BITS
+from .jungfrau import GainBitsTally, gain_bits_per_frame
 from .pedestal import Pedestal
 from .sources import FrameSource, open_source
 from .spec import FinderSpec
@@ -77,6 +77,12 @@ def train_pedestal(dark, n_pedestal: int = 1000, *, dtype: str = "float64",
     ValueError
         If there are fewer than ``n_pedestal`` dark frames, or with ``g0_only`` a dark
         frame that is not all G0.
+
+    Warns
+    -----
+    aare_lab.jungfrau.GainBitsWarning
+        Without ``g0_only``, when dark frames hold values above the 14-bit ADC range (raw
+        JUNGFRAU pixels that switched gain), once, counting them.
     """
     source = open_source(dark)
     if source.n_frames is not None and source.n_frames < n_pedestal:
@@ -85,14 +91,23 @@ def train_pedestal(dark, n_pedestal: int = 1000, *, dtype: str = "float64",
             f"{option}={n_pedestal} needed (record more dark frames or lower {option})"
         )
     pedestal = Pedestal(source.frame_shape, n_pedestal, dtype, noise)
+    gain_bits = GainBitsTally()
     with tqdm(total=source.n_frames, unit="frame", desc="pedestal", disable=not progress) as bar:
         for chunk in source.chunks(DARK_CHUNK):
             if g0_only:
                 require_g0(chunk, source)
+            else:
+                gain_bits.add(gain_bits_per_frame(chunk.frames))
             pedestal.push_dark(chunk.frames)
             bar.update(len(chunk.numbers))
     pedestal.require_ready()
+    gain_bits.warn(dark_frames_of(source), stacklevel=2)
     return pedestal
+
+
+def dark_frames_of(source) -> str:
+    """How a `GainBitsWarning` names dark frames, which went into the pedestal as read."""
+    return f"{source.describe()} (dark frames, trained into the pedestal as they are)"
 
 
 def train_pedestal_for(spec: FinderSpec, dark, n_pedestal: int, *, progress: bool = True,
@@ -106,7 +121,7 @@ def train_pedestal_for(spec: FinderSpec, dark, n_pedestal: int, *, progress: boo
 
 def require_g0(chunk, source: FrameSource) -> None:
     """Refuse a chunk of JUNGFRAU dark frames with a pixel outside G0 (gain bits 00)."""
-    switched = np.count_nonzero(chunk.frames >> ADC_BITS, axis=(1, 2))
+    switched = gain_bits_per_frame(chunk.frames)
     if switched.any():
         k = int(np.argmax(switched > 0))
         raise ValueError(
@@ -163,6 +178,12 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
         For ``spec`` together with any of ``finder`` to ``window_dtype``.
     ValueError
         For an invalid parameter, or a pedestal that does not fit the specification.
+
+    Warns
+    -----
+    aare_lab.jungfrau.GainBitsWarning
+        Without a calibration, for dark or data frames with values above 14 bits: raw
+        JUNGFRAU pixels that switched gain, which only ``calibration=`` can read.
 
     Examples
     --------

@@ -157,5 +157,6 @@ def test_bad_options_are_refused_before_connecting(tmp_path, capsys):
                  "--n-pedestal", "20"]) == 1
     assert "10 dark frames cannot train a pedestal of n_pedestal=20" in capsys.readouterr().err
     assert main(["live", "tcp://127.0.0.1:1", "--n-dark", "10", "--out", str(tmp_path),
-                 "--energy-range", "0", "1005"]) == 1
-    assert "must be a positive multiple of the bin width 10" in capsys.readouterr().err
+                 "--energy-range", "0", "1005"]) == 2
+    assert ("--energy-range, --bin-width: the energy range 0..1005 ADU must be a positive "
+            "multiple of the bin width 10") in capsys.readouterr().err

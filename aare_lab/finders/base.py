@@ -21,6 +21,7 @@ from ..clipping import report_clipping
 from ..common_mode import region_count
 from ..dark_quality import assess_dark
 from ..frames import as_frame_stack
+from ..jungfrau import GainBitsTally, gain_bits_per_frame
 from ..params import INTEGER_WINDOW_DTYPES
 from ..pedestal import Pedestal
 from ..result_store import open_result
@@ -113,6 +114,10 @@ class Finder(ABC):
     ----------
     spec
         The `FinderSpec` of this finder (its pedestal's dtype, noise and N included).
+    gain_bits
+        Without a calibration, a `aare_lab.jungfrau.GainBitsTally` of the pixels with gain
+        bits (values above 14 bits) in the frames processed since the run began; None with
+        one. `report_gain_bits` warns about them.
     """
 
     name: ClassVar[str]
@@ -138,6 +143,8 @@ class Finder(ABC):
         cm = self.spec.common_mode
         self._cm_labels = None if cm is None else cm.labels(pedestal.frame_shape)
         self._calibration = calibration_arrays(self.spec.calibration, pedestal)
+        self.gain_bits = GainBitsTally() if self._calibration is None else None
+        self._gain_bits_reported = False
         self.on_truncation = on_truncation
         t = pedestal.dtype.type
         self._nsig = t(self.spec.n_sigma)
@@ -241,9 +248,12 @@ class Finder(ABC):
         aare_lab.result_store.IncompleteResultWarning
             With ``out``, when the run stops early (an exception, Ctrl-C): the file keeps
             every chunk completed before, marked ``complete = 0``.
+        aare_lab.jungfrau.GainBitsWarning
+            Without a calibration, for frames with values above 14 bits (`report_gain_bits`).
         """
         want = _branch_selection(branch_maps)
         source = self._checked_source(frames, frame_numbers)
+        self._restart_gain_bits()
         dark = assess_dark(self.pedestal, self.spec.n_sigma)
         make = self._result_maker(dark)
         if out is None:
@@ -252,7 +262,8 @@ class Finder(ABC):
             sink = FileSink(out, self._empty_batch(), make, want)
         with sink, closing(self._iterate(source, want, progress, borrow=True)) as batches:
             tally = self._collect(batches, sink, want)
-        return self._report(sink.result() if out is None else open_result(out), tally, dark)
+        return self._report(sink.result() if out is None else open_result(out), tally, dark,
+                            source.describe())
 
     def find_batches(self, frames, frame_numbers: Iterable[int] | None = None, *,
                      branch_maps: bool | Iterable[int] | None = None,
@@ -260,8 +271,9 @@ class Finder(ABC):
         """Find clusters chunk by chunk, yielding a `ClusterBatch` per chunk.
 
         For live use (spectra that grow while data arrive); parameters as in `find`.
-        Capacity overflows are recorded in each batch's ``n_found``/``n_kept``; nothing
-        is warned here, the caller reports them.
+        Capacity overflows are recorded in each batch's ``n_found``/``n_kept`` and pixels
+        with gain bits in `gain_bits`; nothing is warned here, the caller reports them
+        (`assemble`, `report_gain_bits`).
         """
         return self._batches(frames, frame_numbers, _branch_selection(branch_maps), progress)
 
@@ -269,6 +281,36 @@ class Finder(ABC):
     def process_chunk(self, frames: np.ndarray, numbers: np.ndarray,
                       branch_maps: bool | set[int] = False) -> ClusterBatch:
         """Find the clusters of one validated chunk ``(n, ny, nx)`` uint16."""
+
+    def report_gain_bits(self, what: str = "the frames", stacklevel: int = 2) -> None:
+        """Warn about the pixels with gain bits counted in `gain_bits`, at most once per
+        finder.
+
+        Without a calibration such values are ADC counts of a huge energy: the warning
+        names the remedy (`aare_lab.jungfrau.GainBitsWarning`). Once is enough: a run split
+        into several calls, a widget's re-runs of one stack and a stream's chunks all have
+        the same cause. `find` and `assemble` call it; callers of `process_chunk` or
+        `find_batches` call it themselves, after each chunk to warn early in a long run.
+
+        Parameters
+        ----------
+        what
+            How the message names the frames (a file).
+        stacklevel
+            As for `warnings.warn`, counted from the caller.
+        """
+        if self.gain_bits is not None and not self._gain_bits_reported:
+            self._gain_bits_reported = self.gain_bits.warn(what, stacklevel + 1)
+
+    def _restart_gain_bits(self) -> None:
+        """Count gain bits from the start of a run (`find`, `spectrum`)."""
+        if self.gain_bits is not None:
+            self.gain_bits.reset()
+
+    def _count_gain_bits(self, frames) -> None:
+        """Count the pixels of a chunk with gain bits, which only a calibration can read."""
+        if self.gain_bits is not None:
+            self.gain_bits.add(gain_bits_per_frame(frames))
 
     # --------------------------------------------------------------- helpers
     def _batches(self, frames, frame_numbers, wanted: bool | set[int], progress: bool,
@@ -334,7 +376,7 @@ class Finder(ABC):
                           n_frames=sum(len(b.frame_numbers) for b in batches),
                           n_clusters=sum(len(b.cluster_y) for b in batches))
         tally = self._collect(batches, sink, want)
-        return self._report(sink.result(), tally, dark)
+        return self._report(sink.result(), tally, dark, "the frames")
 
     @staticmethod
     def _collect(batches: Iterable[ClusterBatch], sink, want: bool | set[int]) -> RunTally:
@@ -349,9 +391,11 @@ class Finder(ABC):
         return functools.partial(make_result, spec=self.spec,
                                  frame_shape=self.pedestal.frame_shape, dark=dark)
 
-    def _report(self, ds: xr.Dataset, tally: RunTally, dark) -> xr.Dataset:
-        """Report truncation, warn about missing branch maps, clipped int16 windows and
-        the dark frames."""
+    def _report(self, ds: xr.Dataset, tally: RunTally, dark, what: str) -> xr.Dataset:
+        """Warn about gain bits in ``what`` (the frames), missing branch maps, clipped int16
+        windows and the dark frames, and report truncation."""
+        # First: truncation may raise, and gain bits make every other number meaningless.
+        self.report_gain_bits(what, stacklevel=3)
         missing = tally.missing_maps
         if missing:
             warnings.warn(f"branch maps were requested for frames not in this run: "
@@ -412,14 +456,16 @@ class CpuFinder(Finder):
         """Compile the chunk loop, or load it from Numba's cache, by running it once on a
         frame of zeros, so that the first chunk of a live run does not pay for it.
 
-        The finder's pedestal is not touched: the run advances a copy.
+        The finder's pedestal and `gain_bits` are not touched: the run advances a copy
+        and counts nothing.
         """
         pedestal, self.pedestal = self.pedestal, self.pedestal.copy()
+        gain_bits, self.gain_bits = self.gain_bits, None
         try:
             self._chunk(np.zeros((1, *pedestal.frame_shape), np.uint16), np.zeros(1, np.int64),
                         False, copy=False)
         finally:
-            self.pedestal = pedestal
+            self.pedestal, self.gain_bits = pedestal, gain_bits
 
     def process_chunk(self, frames: np.ndarray, numbers: np.ndarray,
                       branch_maps: bool | set[int] = False) -> ClusterBatch:
@@ -444,6 +490,7 @@ class CpuFinder(Finder):
         ped = self.pedestal
         ped.require_ready()
         frames = as_frame_stack(frames, ped.frame_shape)
+        self._count_gain_bits(frames)
         n = frames.shape[0]
         slot = self._map_slots(numbers, branch_maps)
         n_maps = int((slot >= 0).sum())

@@ -159,6 +159,11 @@ class CudaFinder(Finder):
         ValueError
             For a finder of int16 windows: their energies may be clipped sums, which only
             the shipped windows can tell (`aare_lab.clipping`), and a spectrum ships none.
+
+        Warns
+        -----
+        aare_lab.jungfrau.GainBitsWarning
+            As `find`.
         """
         refuse_clipping(self.spec.window_dtype, "spectrum()", "use find()")
         bins = positive_int("bins", bins)
@@ -167,6 +172,7 @@ class CudaFinder(Finder):
             raise ValueError(f"range must be finite (low, high) with low < high, got {range!r}")
         edges = np.histogram_bin_edges(np.zeros(0), bins=bins, range=(lo, hi))
         self._engine.set_spectrum(edges, per_pixel)
+        self._restart_gain_bits()
         try:
             parts = list(self._batches(frames, frame_numbers, False, progress,
                                        clusters=False))
@@ -187,6 +193,7 @@ class CudaFinder(Finder):
         if pixel is not None:
             ds["pixel_counts"] = (("y", "x", "energy"), pixel,
                                   {"long_name": "clusters per centre pixel and energy bin"})
+        self.report_gain_bits(stacklevel=2)
         message = truncation_message(numbers, n_found, n_kept, self.spec.max_clusters_per_frame)
         report_truncation(message, self.on_truncation, ds)
         return ds
@@ -228,6 +235,7 @@ class CudaFinder(Finder):
                         frames, copied = chunk.frames, None
                     else:
                         frames, copied = feed.put(chunk.frames)
+                    self._count_gain_bits_queued(frames, copied)
                     slots = self._map_slots(chunk.numbers, wanted) if wanted else None
                     launch = engine.launch(frames, slots, wait=copied)
                     if not on_device:
@@ -265,6 +273,19 @@ class CudaFinder(Finder):
             branch_frames=numbers[slots >= 0] if slots is not None else np.zeros(0, np.int64),
             common_mode=out.common_mode, common_mode_pixels=out.common_mode_pixels,
             n_flagged=out.n_flagged)
+
+    def _count_gain_bits_queued(self, frames, copied) -> None:
+        """`_count_gain_bits` of a chunk on the GPU, queued on the compute stream after its
+        copy and before its kernel: its frame slot is not reused before the count is done,
+        no host pass over the frames competes with staging, and nothing waits; the counts
+        are read after the run (`report_gain_bits`)."""
+        if self.gain_bits is None:
+            return
+        compute = self._engine.compute
+        with compute:
+            if copied is not None:
+                compute.wait_event(copied)
+            self._count_gain_bits(frames)
 
     @contextmanager
     def _host_chunks(self, source: FrameSource) -> Iterator[Iterator]:

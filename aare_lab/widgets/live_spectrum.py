@@ -79,7 +79,10 @@ class LiveSpectrum(InteractiveWidget):
     gain
         ADU per keV, for an uncalibrated spec: the energy axis in keV.
     chunk_frames
-        Frames per chunk (default 64 on the CPU, 512 on the GPU).
+        Frames per chunk read from a file or an array (default 64 on the CPU, 512 on the
+        GPU). A live stream (`aare_lab.sources.PacedSource`,
+        `aare_lab.sources.StreamSource`) ignores it: it is read in the chunks it is sent
+        in, of the ``chunk_frames`` it was made with.
     fit_window
         ``(low, high)`` in the spec's units for the peak fit (default: around the highest
         bin).
@@ -246,6 +249,12 @@ class LiveSpectrum(InteractiveWidget):
             return ""
         text = _stats_html(self.latest, self.gain).replace("<br>", "\n")
         return html.unescape(re.sub(r"<[^>]+>", "", text))
+
+    def state_lines(self) -> list[str]:
+        """The spec, what the run does (status line) and its `summary`."""
+        s = self._spec
+        spec = f"{s.finder}, nσ={s.n_sigma:g}, {size_text(s.cluster_size)}"
+        return [spec, self.status.text, *self.summary().splitlines()]
 
     def wait_finished(self, timeout: float = 600.0) -> None:
         """Block until the source is exhausted and the last snapshot is on screen."""
@@ -455,6 +464,7 @@ class _Consumer:
             cut = int((out["n_found"].to_numpy() > n_kept).sum())
             return int(n_kept.sum()), out["counts"].to_numpy(), cut
         batch = finder.process_chunk(chunk.frames, chunk.numbers)
+        finder.report_gain_bits(self.widget.source.describe())
         return (len(batch.windows), window_energies(batch.windows),
                 int((batch.n_found > batch.n_kept).sum()))
 

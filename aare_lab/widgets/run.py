@@ -228,6 +228,7 @@ class FinderRunner:
             under, over = under + low, over + high
             n_found.append(batch.n_found)
             n_kept.append(batch.n_kept)
+        finder.report_gain_bits()
         return np.concatenate(n_found), np.concatenate(n_kept), counts, under, over, None
 
 

@@ -1,0 +1,151 @@
+"""Raw JUNGFRAU frames without a calibration: their gain bits are reported, never clustered
+silently as ADC counts (`aare_lab.jungfrau.GainBitsWarning`)."""
+
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+from aare_lab import FinderSpec, FrozenFinder, GainBitsWarning, SerialFinder, find_clusters
+from aare_lab.cli import main
+from aare_lab.jungfrau import gain_bits_per_frame
+from aare_lab.pipeline import train_pedestal
+from aare_lab.simulate import (
+    Beam,
+    Detector,
+    JungfrauBeam,
+    JungfrauDetector,
+    JungfrauSimulator,
+    Simulator,
+)
+from aare_lab.streamsim import StreamPublisher
+
+SHAPE = (24, 32)
+N_DARK = 20
+G1, G2 = 0x4000, 0xC000
+
+
+@pytest.fixture(scope="module")
+def run():
+    """MÖNCH-like dark and data frames (14-bit values), and data frames in which 3 pixels
+    of frame 2 and 1 pixel of frame 5 read as raw JUNGFRAU pixels switched to G1 or G2."""
+    sim = Simulator(Detector(frame_shape=SHAPE), Beam(photons_per_frame=6), seed=2)
+    dark, (frames, _) = sim.dark(N_DARK), sim.frames(8)
+    switched = frames.copy()
+    switched[2, 3, 4] = G1 | 9000
+    switched[2, 10, 11] = G1 | 12000
+    switched[2, 20, 30] = G2 | 14000
+    switched[5, 7, 7] = G2 | 13000
+    return dark, frames, switched
+
+
+def caught(func, *args, **kwargs):
+    """What ``func`` returns, and the messages of the `GainBitsWarning` it raised."""
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        out = func(*args, **kwargs)
+    return out, [str(w.message) for w in record if w.category is GainBitsWarning]
+
+
+def test_count_per_frame(run):
+    _, frames, switched = run
+    assert gain_bits_per_frame(frames).tolist() == [0] * 8
+    assert gain_bits_per_frame(switched).tolist() == [0, 0, 3, 0, 0, 1, 0, 0]
+
+
+@pytest.mark.parametrize("cls", [SerialFinder, FrozenFinder])
+def test_data_frames_with_gain_bits_warn_once(run, cls):
+    dark, _, switched = run
+    _, messages = caught(cls(train_pedestal(dark, N_DARK, progress=False)).find,
+                         switched, progress=False)
+    assert len(messages) == 1
+    assert messages[0].startswith("4 pixels in 2 of 8 frames of ")
+    assert "--calibration FILE" in messages[0]
+    assert "calibration=aare_lab.JungfrauCalibration.load(FILE)" in messages[0]
+
+
+def test_a_finder_warns_once_over_a_split_run(run):
+    dark, _, switched = run
+    finder = FrozenFinder(train_pedestal(dark, N_DARK, progress=False))
+    _, first = caught(finder.find, switched[:4], progress=False)
+    _, second = caught(finder.find, switched[4:], progress=False)
+    assert len(first) == 1 and first[0].startswith("3 pixels in 1 of 4 frames")
+    assert second == []
+
+
+def test_chunk_by_chunk_callers_report_when_they_ask(run):
+    dark, _, switched = run
+    finder = FrozenFinder(train_pedestal(dark, N_DARK, progress=False))
+    _, silent = caught(finder.process_chunk, switched[:4], np.arange(4))
+    assert silent == []
+    _, messages = caught(finder.report_gain_bits, "the stream")
+    assert len(messages) == 1
+    assert messages[0].startswith("3 pixels in 1 of 4 frames of the stream read above 16383")
+
+
+def test_dark_frames_with_gain_bits_warn(run):
+    dark, frames, _ = run
+    bad_dark = dark.copy()
+    bad_dark[4, 1, 1] = G1 | 100
+    bad_dark[9, 2, 2] = G2 | 100
+    _, messages = caught(train_pedestal, bad_dark, N_DARK, progress=False)
+    assert len(messages) == 1
+    assert messages[0].startswith("2 pixels in 2 of 20 frames of ")
+    assert "dark frames" in messages[0] and "--calibration" in messages[0]
+    _, messages = caught(find_clusters, frames, bad_dark, n_pedestal=N_DARK, progress=False)
+    assert len(messages) == 1 and "dark frames" in messages[0]
+
+
+def test_mönch_like_frames_do_not_warn(run):
+    dark, frames, _ = run
+    result, messages = caught(find_clusters, frames, dark, n_pedestal=N_DARK, progress=False)
+    assert messages == [] and result.sizes["cluster"] > 0
+
+
+def test_with_a_calibration_nothing_warns():
+    sim = JungfrauSimulator(JungfrauDetector(frame_shape=(32, 64)),
+                            JungfrauBeam(photons_per_frame=10, spots_per_frame=2), seed=1)
+    dark, (frames, _) = sim.dark(N_DARK), sim.frames(4)
+    assert gain_bits_per_frame(frames).sum() > 0  # the spots switch pixels to G1 and G2
+    spec = FinderSpec("frozen", window_dtype="float32", n_pedestal=N_DARK,
+                      calibration=sim.calibration)
+    result, messages = caught(find_clusters, frames, dark, spec=spec, progress=False)
+    assert messages == [] and result.sizes["cluster"] > 0
+
+
+def test_cli_find_names_the_file_and_the_option(run, tmp_path, capsys):
+    dark, _, switched = run
+    np.save(tmp_path / "dark.npy", dark)
+    np.save(tmp_path / "frames.npy", switched)
+    code = main(["find", "--dark", str(tmp_path / "dark.npy"), "--frames",
+                 str(tmp_path / "frames.npy"), "--n-pedestal", str(N_DARK),
+                 "--out", str(tmp_path / "r.nc"), "--quiet"])
+    assert code == 0
+    err = capsys.readouterr().err
+    assert (f"aare-lab find: GainBitsWarning: 4 pixels in 2 of 8 frames of "
+            f"'{tmp_path / 'frames.npy'}' read above 16383") in err
+    assert "--calibration FILE" in err
+
+
+def test_cli_live_warns_for_the_dark_and_the_data_frames(run, tmp_path, capsys):
+    dark, _, switched = run
+    bad_dark = dark.copy()
+    bad_dark[4, 1, 1] = G1 | 100
+    with StreamPublisher("tcp://127.0.0.1:0", detector="jungfrau") as publisher:
+        def publish():
+            publisher.wait_for_subscribers(timeout=30)
+            publisher.send_frames(np.concatenate([bad_dark, switched]))
+            publisher.end_acquisition()
+
+        thread = threading.Thread(target=publish, daemon=True)
+        thread.start()
+        code = main(["live", *publisher.endpoints, "--n-dark", str(N_DARK), "--n-pedestal",
+                     str(N_DARK), "--stop-at-end", "--out", str(tmp_path)])
+        thread.join(30)
+    assert code == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "GainBitsWarning" in line]
+    assert len(lines) == 2
+    assert lines[0].startswith("aare-lab live: GainBitsWarning: 1 pixels in 1 of 20 frames of ")
+    assert "dark frames" in lines[0]
+    assert "4 pixels in 2 of" in lines[1] and "--calibration FILE" in lines[1]
