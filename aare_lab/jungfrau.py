@@ -41,6 +41,7 @@ frames too (docs/algorithm.md, int16 windows), whose values may lawfully reach 6
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 
@@ -105,11 +106,22 @@ def gain_bits_per_frame(frames):
     """
     # One pass without a temporary settles the common case, frames within 14 bits: about
     # 0.5 ms per 64 frames of 400x400 on one core, under 0.5 % of the CPU finders' time.
-    # On the GPU counting needs no transfer (2-4 % of the cuda finder's time on frames
-    # already there, H200), while reading a maximum back would wait for the stream.
-    if isinstance(frames, np.ndarray) and int(frames.max(initial=0)) <= ADC_MASK:
-        return np.zeros(len(frames), np.int64)
-    return (frames > ADC_MASK).sum(axis=(1, 2))
+    if isinstance(frames, np.ndarray):
+        if int(frames.max(initial=0)) <= ADC_MASK:
+            return np.zeros(len(frames), np.int64)
+        return (frames > ADC_MASK).sum(axis=(1, 2))
+    # On the GPU one fused pass, queued without waiting: a comparison, a boolean temporary
+    # and a sum cost the cuda finder 12-15 % on frames already there (H200,
+    # benchmarks/results/gpu_pipeline_20261202T013055.json), a maximum read back would wait.
+    return _device_gain_bits_kernel()(frames, axis=(1, 2))
+
+
+@functools.cache
+def _device_gain_bits_kernel():
+    import cupy
+
+    return cupy.ReductionKernel("uint16 x", "int64 y", f"x > {ADC_MASK}", "a + b", "y = a",
+                                "0", "gain_bits_per_frame", reduce_type="long long")
 
 
 class GainBitsTally:
@@ -135,17 +147,18 @@ class GainBitsTally:
 
     def reset(self) -> None:
         """Forget what was counted."""
-        self._pixels = self._hit = self._frames = 0
+        self._per_frame = []
 
     def add(self, per_frame) -> None:
-        """Count one chunk, given `gain_bits_per_frame` of it."""
-        self._pixels = self._pixels + per_frame.sum()
-        self._hit = self._hit + (per_frame > 0).sum()
-        self._frames += len(per_frame)
+        """Count one chunk, given `gain_bits_per_frame` of it (kept as it is, on its device,
+        until `counts` reads it)."""
+        self._per_frame.append(per_frame)
 
     def counts(self) -> tuple[int, int, int]:
         """``(pixels, frames with any, frames counted)`` so far."""
-        return int(self._pixels), int(self._hit), self._frames
+        per_frame = np.concatenate([np.asarray(part.get() if hasattr(part, "get") else part)
+                                    for part in self._per_frame] or [np.zeros(0, np.int64)])
+        return int(per_frame.sum()), int(np.count_nonzero(per_frame)), len(per_frame)
 
     def take(self, what: str) -> str | None:
         """The warning for what was counted (None if no pixel had gain bits), and reset.

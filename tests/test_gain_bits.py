@@ -9,6 +9,7 @@ import pytest
 
 from aare_lab import FinderSpec, FrozenFinder, GainBitsWarning, SerialFinder, find_clusters
 from aare_lab.cli import main
+from aare_lab.finders import CudaFinder
 from aare_lab.jungfrau import gain_bits_per_frame
 from aare_lab.pipeline import train_pedestal
 from aare_lab.simulate import (
@@ -95,6 +96,25 @@ def test_dark_frames_with_gain_bits_warn(run):
     assert "dark frames" in messages[0] and "--calibration" in messages[0]
     _, messages = caught(find_clusters, frames, bad_dark, n_pedestal=N_DARK, progress=False)
     assert len(messages) == 1 and "dark frames" in messages[0]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("where", ["host", "device"])
+def test_the_cuda_finder_counts_as_the_cpu(run, where):
+    # Host frames are counted on the GPU after their copy, device frames where they are;
+    # chunks of 3 frames put the switched pixels into two of them.
+    import cupy
+
+    dark, _, switched = run
+    assert cupy.asnumpy(gain_bits_per_frame(cupy.asarray(switched))).tolist() == \
+        [0, 0, 3, 0, 0, 1, 0, 0]
+    finder = CudaFinder(train_pedestal(dark, N_DARK, progress=False), chunk_frames=3)
+    frames = switched if where == "host" else cupy.asarray(switched)
+    _, messages = caught(finder.find, frames, progress=False)
+    assert len(messages) == 1 and messages[0].startswith("4 pixels in 2 of 8 frames of ")
+    finder = CudaFinder(train_pedestal(dark, N_DARK, progress=False), chunk_frames=3)
+    _, messages = caught(finder.spectrum, frames, progress=False)
+    assert len(messages) == 1 and messages[0].startswith("4 pixels in 2 of 8 frames")
 
 
 def test_mönch_like_frames_do_not_warn(run):
