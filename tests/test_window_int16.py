@@ -25,6 +25,9 @@ from aare_lab.results import load_result, window_energies
 from aare_lab.simulate import Beam, Detector, Simulator
 from aare_lab.spec import FinderSpec
 
+# 16-bit values on purpose (stored values at the int16 limits), not raw JUNGFRAU frames.
+pytestmark = pytest.mark.filterwarnings("ignore::aare_lab.jungfrau.GainBitsWarning")
+
 SHAPE = (24, 32)
 N_PEDESTAL = 16
 LOW, HIGH = -32768, 32767
