@@ -98,9 +98,9 @@ def file_dtype(window_dtype: str) -> str:
 def _exact(windows: np.ndarray, dtype: str, path) -> np.ndarray:
     """``windows`` converted by value to ``dtype``, refusing any value that would change
     (fractions, values beyond an integer type's limits, float64 digits float32 lacks)."""
-    # NaN and values beyond the integer limits cast to arbitrary integers; the
-    # comparison below refuses them.
-    with np.errstate(invalid="ignore"):
+    # NaN and values beyond the integer limits cast to arbitrary integers, and float64
+    # values beyond float32's to infinities; the comparison below refuses them.
+    with np.errstate(invalid="ignore", over="ignore"):
         converted = windows.astype(dtype)
     back = converted.astype(windows.dtype)
     changed = back != windows

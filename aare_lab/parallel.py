@@ -94,8 +94,9 @@ def parallel_ranges(work: Callable[[int, int], None], n: int, nbytes: int, *,
 
 def parallel_copy(src: np.ndarray, dst: np.ndarray | None = None, *,
                   pool: str = "default") -> np.ndarray:
-    """Copy ``src`` into ``dst`` (when None, a new array from `aare_lab.result_memory`)
-    with a few threads of ``pool`` (`parallel_ranges`); return ``dst``."""
+    """Copy ``src`` into ``dst`` (when None, a new C-contiguous array from
+    `aare_lab.result_memory`) with a few threads of ``pool`` (`parallel_ranges`); return
+    ``dst``."""
     if dst is None:
         dst = result_memory.empty(src.shape, src.dtype)
     if not dst.flags.c_contiguous:

@@ -11,14 +11,17 @@ mapped. The first run of a process still maps its pages; so does any run while t
 earlier results are still held.
 
 The pool keeps at most `idle_limit` bytes mapped but unused (an eighth of the machine's
-memory unless ``AARE_LAB_IDLE_RESULT_MIB`` says otherwise; 0 turns reuse off) and gives
-the rest back to the system at once; `release` gives back all of it.
+memory unless ``AARE_LAB_IDLE_RESULT_MIB`` says otherwise, as read by the last
+allocation; 0 turns reuse off) and gives the rest back to the system; `release` gives back
+all of it. Only views of an array keep its memory in use: code that holds its address
+instead (``ctypes.data``, a registration with the GPU driver) must not outlive the array.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import queue
 import threading
 import weakref
 
@@ -55,50 +58,78 @@ class _Pool:
     """Idle mappings, and the hand-back of those whose arrays are gone."""
 
     def __init__(self):
-        self._lock = threading.Lock()
+        self._reset_locks()
         self._idle: list[mmap.mmap] = []
+        self._limit = 0
         self.reused = 0
         self.mapped = 0
 
-    def take(self, nbytes: int) -> mmap.mmap:
+    def _reset_locks(self) -> None:
+        self._lock = threading.Lock()
+        # Filled by the finalizers, which run on whichever thread drops an array's last
+        # view, also inside the garbage collector while that thread holds the lock: a
+        # SimpleQueue may be put to from there, a lock may not be taken twice.
+        self._returned = queue.SimpleQueue()
+
+    def take(self, nbytes: int, limit: int) -> mmap.mmap:
         size = -(-nbytes // GRANULE) * GRANULE
         with self._lock:
+            self._limit = limit
+            self._settle()
             fits = [m for m in self._idle if size <= len(m) and size >= MIN_FILL * len(m)]
             if fits:
                 best = min(fits, key=len)
                 self._idle.remove(best)
                 self.reused += 1
                 return best
+            self.mapped += 1
         # Private, as malloc maps: shared anonymous memory is shmem, without huge pages.
         mapping = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
         if hasattr(mmap, "MADV_HUGEPAGE"):
             mapping.madvise(mmap.MADV_HUGEPAGE)
-        self.mapped += 1
         return mapping
 
     def give_back(self, mapping: mmap.mmap) -> None:
-        # Runs when an array's last view is gone, on whichever thread dropped it. A mapping
-        # over the limit is only dropped here, never closed: the dying array may still
-        # export its buffer, and the last reference unmaps it.
-        limit = idle_limit()
-        with self._lock:
-            self._idle.append(mapping)
-            self._idle.sort(key=len)
-            while self._idle and sum(map(len, self._idle)) > limit:
-                self._idle.pop()
+        self._returned.put(mapping)
+        # The limit at once where the lock is free; where it is held (by this very thread,
+        # in the collector, or by another) the pool's next call settles it.
+        if self._lock.acquire(blocking=False):
+            try:
+                self._settle()
+            finally:
+                self._lock.release()
+
+    def _settle(self) -> None:
+        """Move the returned mappings to the idle ones and drop what exceeds the limit;
+        with the lock held. A dropped mapping is never closed: a dying array may still
+        export its buffer, and the last reference unmaps it."""
+        while True:
+            try:
+                self._idle.append(self._returned.get_nowait())
+            except queue.Empty:
+                break
+        self._idle.sort(key=len)
+        total = sum(map(len, self._idle))
+        while self._idle and total > self._limit:
+            total -= len(self._idle.pop())
 
     def release(self) -> int:
         with self._lock:
+            self._settle()
             freed = sum(map(len, self._idle))
             self._idle.clear()
         return freed
 
     def idle_bytes(self) -> int:
         with self._lock:
+            self._settle()
             return sum(map(len, self._idle))
 
 
 _pool = _Pool()
+if hasattr(os, "register_at_fork"):
+    # A lock held by another thread at the fork would stay held in the child forever.
+    os.register_at_fork(after_in_child=_pool._reset_locks)
 
 
 def empty(shape, dtype) -> np.ndarray:
@@ -118,9 +149,10 @@ def empty(shape, dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     shape = (shape,) if np.isscalar(shape) else tuple(shape)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if nbytes < MIN_BYTES or idle_limit() == 0:
+    limit = idle_limit()
+    if nbytes < MIN_BYTES or limit == 0:
         return np.empty(shape, dtype)
-    mapping = _pool.take(nbytes)
+    mapping = _pool.take(nbytes, limit)
     whole = np.frombuffer(mapping, np.uint8)
     # Not at exit: the process gives its memory back anyway.
     weakref.finalize(whole, _pool.give_back, mapping).atexit = False

@@ -1,6 +1,7 @@
 """Result memory reused across runs: what is handed out, when it comes back, the limit."""
 
 import gc
+import threading
 
 import numpy as np
 import pytest
@@ -40,10 +41,51 @@ def test_a_dropped_array_lends_its_pages_to_the_next():
 
 def test_memory_in_use_is_never_handed_out_twice():
     held = [result_memory.empty(20 * MIB, np.uint8) for _ in range(3)]
+    dropped = address(held.pop())
     for k, array in enumerate(held):
         array[:] = k
-    assert len({address(a) for a in held}) == 3
-    assert [int(a.min()) for a in held] == [0, 1, 2] == [int(a.max()) for a in held]
+    again = [result_memory.empty(20 * MIB, np.uint8) for _ in range(2)]
+    assert address(again[0]) == dropped
+    assert len({address(a) for a in held + again}) == 4
+    again[0][:] = 7
+    again[1][:] = 8
+    assert [int(a.min()) for a in held] == [0, 1] == [int(a.max()) for a in held]
+
+
+def test_a_buffer_taken_from_an_array_keeps_its_memory_in_use():
+    array = result_memory.empty(20 * MIB, np.uint8)
+    other = np.frombuffer(memoryview(array), np.uint8)
+    del array
+    assert result_memory.idle_bytes() == 0
+    fresh = result_memory.empty(20 * MIB, np.uint8)
+    assert address(fresh) != address(other)
+    del other
+    assert result_memory.idle_bytes() == 20 * MIB
+
+
+def test_an_array_dropped_on_another_thread_comes_back():
+    arrays = [result_memory.empty(20 * MIB, np.uint8)]
+    worker = threading.Thread(target=arrays.clear)
+    worker.start()
+    worker.join()
+    assert result_memory.idle_bytes() == 20 * MIB
+
+
+def test_an_array_dropped_while_the_pool_is_busy_does_not_hang():
+    # As when the garbage collector frees a view on a thread inside the pool's lock.
+    done = threading.Event()
+
+    def drop_inside_the_lock():
+        array = result_memory.empty(20 * MIB, np.uint8)
+        with result_memory._pool._lock:
+            del array
+        done.set()
+
+    worker = threading.Thread(target=drop_inside_the_lock, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert done.is_set()
+    assert result_memory.idle_bytes() == 20 * MIB
 
 
 def test_a_view_keeps_the_memory_in_use():

@@ -7,9 +7,8 @@ the first batch's cluster density, and hands views of them to the Dataset: one c
 value, no concatenation, no fresh allocation per chunk once the run's density is known.
 The file sink writes each batch (`aare_lab.result_store`). Either way the cluster energies
 are summed per batch on a few threads, by the memory sink in the same pass that copies the
-windows. int16 windows'
-taps at the limits are counted per frame by `aare_lab.clipping.clipped_taps`, batch by
-batch.
+windows. int16 windows' taps at the limits are counted per frame by
+`aare_lab.clipping.clipped_taps`, batch by batch.
 """
 
 from __future__ import annotations

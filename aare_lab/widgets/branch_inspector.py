@@ -45,7 +45,7 @@ def _window_table(values: np.ndarray, inside: np.ndarray | None = None) -> str:
 
 class BranchInspector(InteractiveWidget):
     """Branch maps of several finders: frame slider, finder selector, difference view
-    (zoomed to the pixels that differ at a click), and the window, branches and
+    (with a toggle that zooms to the pixels that differ), and the window, branches and
     explanation of a clicked pixel.
 
     Parameters
