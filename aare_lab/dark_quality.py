@@ -274,10 +274,17 @@ class DarkQuality:
                      f"{MIN_EXTRA_PER_FRAME} per frame")
         return text
 
+    @property
+    def warning(self) -> str | None:
+        """The text of `warn`'s `DarkFrameWarning` (the `summary`), None when the rise is not
+        `noticeable`: for a caller that shows it rather than warns (a widget)."""
+        return self.summary() if self.noticeable else None
+
     def warn(self, stacklevel: int = 2) -> None:
         """Issue `DarkFrameWarning` if the rise is `noticeable`."""
-        if self.noticeable:
-            warnings.warn(self.summary(), DarkFrameWarning, stacklevel=stacklevel + 1)
+        message = self.warning
+        if message is not None:
+            warnings.warn(message, DarkFrameWarning, stacklevel=stacklevel + 1)
 
 
 def assess_dark(pedestal: Pedestal, n_sigma: float) -> DarkQuality:

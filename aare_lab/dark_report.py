@@ -1,11 +1,12 @@
-"""The statistics of a dark run: the rms distribution, pixels with rms 0, hot pixels.
+"""A dark run's statistics: the rms distribution, pixels with rms 0, hot pixels, photons.
 
 `dark_report` summarises a trained pedestal for a notebook (``DarkReport`` shows as text
 and as an HTML table) and for ``aare-lab dark``. A pixel with rms 0 (dead, or stuck at one
 value) has threshold 0, so any rise above its mean (a drift, a common-mode offset) that
 tops its window is a cluster (docs/algorithm.md); a hot pixel is one whose mean or rms lies more
 than `HOT_ROBUST_Z` robust standard deviations (1.4826 × the median absolute deviation,
-at least 1 ADU) above the median of all pixels.
+at least 1 ADU) above the median of all pixels. Photon hits in the dark frames are those
+`aare_lab.train_pedestal` found (`aare_lab.dark_photons`), kept with the pedestal.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
+from .dark_photons import MIN_SAMPLE_FRAMES, DarkPhotons
 from .dark_quality import DarkQuality, assess_dark
 from .pedestal import Pedestal
 
@@ -46,13 +48,18 @@ class DarkReport:
     statistics
         ``mean(y, x)`` and ``rms(y, x)`` (ADU), the masks ``zero_rms``, ``hot_mean`` and
         ``hot_rms`` ``(y, x)``, and ``mean_quantile``, ``rms_quantile`` over
-        ``quantile``; attributes ``dark_frames`` and ``n_pedestal``.
+        ``quantile``; attributes ``dark_frames``, ``n_pedestal`` and, when the dark
+        frames were checked for photons, `aare_lab.dark_photons.DarkPhotons.attrs`.
     quality
         The `aare_lab.dark_quality.DarkQuality` at the report's nσ.
+    photons
+        The pedestal's ``dark_photons``: photon hits in its dark frames, None when they
+        were not checked.
     """
 
     statistics: xr.Dataset
     quality: DarkQuality
+    photons: DarkPhotons | None = None
 
     def lines(self) -> list[str]:
         """The report as text lines (``aare-lab dark`` prints them)."""
@@ -76,6 +83,10 @@ class DarkReport:
             out.append(f"pixels {what}: {count} of {n_pixels}"
                        + (f" at (y, x) {_positions(mask)}" if count else ""))
         out.append(self.quality.summary())
+        out.append(self.photons.summary() if self.photons is not None else
+                   "photon hits in the dark frames: not checked (train_pedestal checks "
+                   f"{MIN_SAMPLE_FRAMES} or more; these were pushed otherwise, or the "
+                   "pedestal was loaded from a file)")
         return out
 
     def __repr__(self) -> str:
@@ -125,7 +136,10 @@ def dark_report(pedestal: Pedestal, n_sigma: float = 5.0) -> DarkReport:
         attrs={"dark_frames": pedestal.n_frames, "n_pedestal": pedestal.n_pedestal,
                "hot_robust_z": HOT_ROBUST_Z},
     )
-    return DarkReport(stats, assess_dark(pedestal, n_sigma))
+    photons = pedestal.dark_photons
+    if photons is not None:
+        stats.attrs.update(photons.attrs)
+    return DarkReport(stats, assess_dark(pedestal, n_sigma), photons)
 
 
 __all__ = ["HOT_ROBUST_Z", "QUANTILES", "DarkReport", "dark_report"]

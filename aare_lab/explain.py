@@ -300,7 +300,10 @@ def _starting_pedestals(configs: list[FinderSpec], dark, pedestal) -> list[Pedes
                 raise ValueError(f"n_pedestal is needed to train the {c.finder} pedestal")
             key = (c.n_pedestal, c.pedestal_dtype, c.noise, c.calibration is not None)
             if key not in trained:
-                trained[key] = train_pedestal_for(c, dark, c.n_pedestal, progress=False)
+                # The results explained were found from these dark frames and warned
+                # about them then: the replay's training says nothing again.
+                trained[key] = train_pedestal_for(c, dark, c.n_pedestal, progress=False,
+                                                  notes=[])
             out.append(trained[key])
         return out
     pedestals = [pedestal] * len(configs) if isinstance(pedestal, Pedestal) else list(pedestal)

@@ -93,9 +93,8 @@ def gain_bits_per_frame(frames):
     Returns
     -------
     numpy.ndarray or cupy.ndarray
-        int64 (NumPy) or the platform's integer (CuPy) counts, one per frame, on the
-        frames' device: a CuPy stack is counted by kernels queued on the current stream,
-        without waiting for them.
+        int64 counts, one per frame, on the frames' device: a CuPy stack is counted by
+        one kernel queued on the current stream, without waiting for it.
 
     Examples
     --------
@@ -148,17 +147,34 @@ class GainBitsTally:
     def reset(self) -> None:
         """Forget what was counted."""
         self._per_frame = []
+        self._totals = (0, 0, 0)
 
     def add(self, per_frame) -> None:
         """Count one chunk, given `gain_bits_per_frame` of it (kept as it is, on its device,
-        until `counts` reads it)."""
+        until `counts` reads it, and summed there every `FOLD` chunks)."""
         self._per_frame.append(per_frame)
+        if len(self._per_frame) >= self.FOLD:
+            self._fold()
+
+    #: Chunks kept apart before they are summed: memory stays bounded over a run that
+    #: nobody reads (`Finder.find_batches` without `report_gain_bits`).
+    FOLD = 64
+
+    def _fold(self) -> None:
+        # On the device for CuPy chunks: sums queued, nothing read back.
+        pixels, hit, frames = self._totals
+        for part in self._per_frame:
+            pixels = pixels + part.sum()
+            hit = hit + (part > 0).sum()
+            frames += len(part)
+        self._per_frame = []
+        self._totals = (pixels, hit, frames)
 
     def counts(self) -> tuple[int, int, int]:
         """``(pixels, frames with any, frames counted)`` so far."""
-        per_frame = np.concatenate([np.asarray(part.get() if hasattr(part, "get") else part)
-                                    for part in self._per_frame] or [np.zeros(0, np.int64)])
-        return int(per_frame.sum()), int(np.count_nonzero(per_frame)), len(per_frame)
+        self._fold()
+        pixels, hit, frames = self._totals
+        return int(pixels), int(hit), frames
 
     def take(self, what: str) -> str | None:
         """The warning for what was counted (None if no pixel had gain bits), and reset.

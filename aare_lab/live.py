@@ -46,10 +46,11 @@ from .clipping import (
     clipped_text,
     counts_clipping,
 )
+from .dark_photons import DarkPhotonSample, IlluminatedDarkWarning
 from .finders.base import ClusterBatch, Finder
-from .pedestal import Pedestal
 from .jungfrau import GainBitsTally, gain_bits_per_frame
-from .pipeline import dark_frames_of, require_g0
+from .pedestal import Pedestal
+from .pipeline import check_photons, dark_frames_of, require_g0
 from .readahead import read_ahead
 from .result_store import GROWING, ResultWriter
 from .results import counts_spectrum, window_energies, write_netcdf
@@ -159,6 +160,9 @@ class LiveRun:
         Without a calibration, when the dark frames are taken if they hold values above
         14 bits (raw JUNGFRAU pixels that switched gain), and at the first data chunk that
         does.
+    aare_lab.dark_photons.IlluminatedDarkWarning
+        When the dark frames are taken with ``n_dark``, if they hold photon hits (as
+        `aare_lab.train_pedestal` checks them).
     """
 
     def __init__(self, source, spec: FinderSpec, out: str | os.PathLike, *,
@@ -185,6 +189,7 @@ class LiveRun:
         self._pedestal = None if pedestal is None else pedestal.copy()
         self._dark_left = n_dark or 0
         self._dark_gain_bits = GainBitsTally()
+        self._dark_photons = None  # a DarkPhotonSample once the first dark frame arrives
         self.finder: Finder | None = None
         if self._pedestal is not None:
             self.finder = spec.make_finder(self._pedestal, **self._options)
@@ -262,6 +267,7 @@ class LiveRun:
             if self._pedestal is None:
                 self._pedestal = Pedestal(frames.shape[1:], self.spec.n_pedestal,
                                           self.spec.pedestal_dtype, self.spec.noise)
+                self._dark_photons = DarkPhotonSample(frames.shape[1:], self._dark_left)
             k = min(self._dark_left, len(numbers))
             if self.spec.calibration is not None:
                 require_g0(chunk._replace(numbers=numbers[:k], frames=frames[:k]),
@@ -269,10 +275,14 @@ class LiveRun:
             else:
                 self._dark_gain_bits.add(gain_bits_per_frame(frames[:k]))
             self._pedestal.push_dark(frames[:k])
+            self._dark_photons.add(frames[:k])
             self._dark_left -= k
             numbers, frames = numbers[k:], frames[k:]
             if not self._dark_left:
                 self._dark_gain_bits.warn(dark_frames_of(self.source), stacklevel=3)
+                text = check_photons(self._pedestal, self._dark_photons, self.source)
+                if text is not None:
+                    warnings.warn(text, IlluminatedDarkWarning, stacklevel=3)
                 self.finder = self.spec.make_finder(self._pedestal, **self._options)
         if len(numbers):
             # A GPU finder takes at most its chunk_frames at a time.

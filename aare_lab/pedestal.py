@@ -52,6 +52,13 @@ class Pedestal:
         ``"running"``: the rms follows the state every frame; ``"fixed"``: the rms is
         frozen when training completes.
 
+    Attributes
+    ----------
+    dark_photons
+        What `aare_lab.train_pedestal` found checking its dark frames for photon hits
+        (`aare_lab.dark_photons.DarkPhotons`); None for dark frames pushed otherwise, too
+        few to check, or a pedestal loaded from a file (it is not saved).
+
     Examples
     --------
     >>> import numpy as np
@@ -82,6 +89,7 @@ class Pedestal:
         self.off = self.s = self.s2 = None
         self.rms_fixed = np.zeros((0, 0), self.dtype)
         self._row = np.empty(shape[1], self.dtype)
+        self.dark_photons = None
 
     # ------------------------------------------------------------------ state
     @property
@@ -143,6 +151,7 @@ class Pedestal:
         """An independent pedestal in the same state (to run several finders from one dark)."""
         new = Pedestal(self.frame_shape, self.n_pedestal, self.dtype.name, self.noise)
         new.n_frames = self.n_frames
+        new.dark_photons = self.dark_photons
         new._sum, new._sum2 = self._sum.copy(), self._sum2.copy()
         if self.ready:
             new.off, new.s, new.s2 = self.off.copy(), self.s.copy(), self.s2.copy()

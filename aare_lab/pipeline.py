@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from os import PathLike
 
@@ -9,7 +10,8 @@ import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
-from .jungfrau import GainBitsTally, gain_bits_per_frame
+from .dark_photons import DarkPhotonSample, IlluminatedDarkWarning
+from .jungfrau import GainBitsTally, GainBitsWarning, gain_bits_per_frame
 from .pedestal import Pedestal
 from .sources import FrameSource, open_source
 from .spec import FinderSpec
@@ -51,7 +53,8 @@ def check_frame_shapes(dark: FrameSource, frames) -> None:
 
 def train_pedestal(dark, n_pedestal: int = 1000, *, dtype: str = "float64",
                    noise: str = "running", progress: bool = True,
-                   option: str = "n_pedestal", g0_only: bool = False) -> Pedestal:
+                   option: str = "n_pedestal", g0_only: bool = False,
+                   notes: list[str] | None = None) -> Pedestal:
     """Train a `Pedestal` on dark frames.
 
     Parameters
@@ -71,6 +74,9 @@ def train_pedestal(dark, n_pedestal: int = 1000, *, dtype: str = "float64",
     g0_only
         Raw JUNGFRAU dark frames for a calibrated run: refuse any pixel whose gain bits
         are not G0's 00 (the pedestal is the G0 pedestal, docs/algorithm.md).
+    notes
+        A list that receives the texts of the warnings below instead of their warnings,
+        for a caller whose warnings nobody would see (a widget's worker thread).
 
     Raises
     ------
@@ -83,6 +89,9 @@ def train_pedestal(dark, n_pedestal: int = 1000, *, dtype: str = "float64",
     aare_lab.jungfrau.GainBitsWarning
         Without ``g0_only``, when dark frames hold values above the 14-bit ADC range (raw
         JUNGFRAU pixels that switched gain), once, counting them.
+    aare_lab.dark_photons.IlluminatedDarkWarning
+        When a sample of the dark frames holds photon hits (the beam was on); the numbers
+        are kept as the pedestal's ``dark_photons`` either way.
     """
     source = open_source(dark)
     if source.n_frames is not None and source.n_frames < n_pedestal:
@@ -92,6 +101,7 @@ def train_pedestal(dark, n_pedestal: int = 1000, *, dtype: str = "float64",
         )
     pedestal = Pedestal(source.frame_shape, n_pedestal, dtype, noise)
     gain_bits = GainBitsTally()
+    photons = DarkPhotonSample(source.frame_shape, source.n_frames)
     with tqdm(total=source.n_frames, unit="frame", desc="pedestal", disable=not progress) as bar:
         for chunk in source.chunks(DARK_CHUNK):
             if g0_only:
@@ -99,10 +109,27 @@ def train_pedestal(dark, n_pedestal: int = 1000, *, dtype: str = "float64",
             else:
                 gain_bits.add(gain_bits_per_frame(chunk.frames))
             pedestal.push_dark(chunk.frames)
+            photons.add(chunk.frames)
             bar.update(len(chunk.numbers))
     pedestal.require_ready()
-    gain_bits.warn(dark_frames_of(source), stacklevel=2)
+    found = ((check_photons(pedestal, photons, source), IlluminatedDarkWarning),
+             (gain_bits.take(dark_frames_of(source)), GainBitsWarning))
+    for text, category in found:
+        if text is not None and notes is not None:
+            notes.append(text)
+        elif text is not None:
+            warnings.warn(text, category, stacklevel=2)
     return pedestal
+
+
+def check_photons(pedestal: Pedestal, photons: DarkPhotonSample, source) -> str | None:
+    """Keep what ``photons`` found as the pedestal's ``dark_photons``; the text of an
+    `aare_lab.dark_photons.IlluminatedDarkWarning` for photon hits, naming ``source``, or
+    None."""
+    pedestal.dark_photons = photons.result()
+    if pedestal.dark_photons is None:
+        return None
+    return pedestal.dark_photons.warning(f"{source.describe()} (dark frames)")
 
 
 def dark_frames_of(source) -> str:
@@ -111,12 +138,13 @@ def dark_frames_of(source) -> str:
 
 
 def train_pedestal_for(spec: FinderSpec, dark, n_pedestal: int, *, progress: bool = True,
-                       option: str = "n_pedestal") -> Pedestal:
+                       option: str = "n_pedestal",
+                       notes: list[str] | None = None) -> Pedestal:
     """`train_pedestal` as ``spec`` asks: its dtype and noise model, and all-G0 dark
     frames when it has a calibration; ``spec.n_pedestal`` wins over ``n_pedestal``."""
     return train_pedestal(dark, spec.n_pedestal or n_pedestal, dtype=spec.pedestal_dtype,
                           noise=spec.noise, progress=progress, option=option,
-                          g0_only=spec.calibration is not None)
+                          g0_only=spec.calibration is not None, notes=notes)
 
 
 def require_g0(chunk, source: FrameSource) -> None:

@@ -10,7 +10,7 @@ import pytest
 from aare_lab import FinderSpec, FrozenFinder, GainBitsWarning, SerialFinder, find_clusters
 from aare_lab.cli import main
 from aare_lab.finders import CudaFinder
-from aare_lab.jungfrau import gain_bits_per_frame
+from aare_lab.jungfrau import GainBitsTally, gain_bits_per_frame
 from aare_lab.pipeline import train_pedestal
 from aare_lab.simulate import (
     Beam,
@@ -73,6 +73,24 @@ def test_a_finder_warns_once_over_a_split_run(run):
     _, second = caught(finder.find, switched[4:], progress=False)
     assert len(first) == 1 and first[0].startswith("3 pixels in 1 of 4 frames")
     assert second == []
+
+
+def test_a_finder_that_warned_counts_no_more(run):
+    dark, _, switched = run
+    finder = FrozenFinder(train_pedestal(dark, N_DARK, progress=False), chunk_frames=2)
+    _, messages = caught(finder.find, switched, progress=False)
+    assert len(messages) == 1
+    for _ in range(3):
+        assert sum(len(b.frame_numbers) for b in finder.find_batches(switched)) == 8
+    assert finder.gain_bits.counts() == (0, 0, 0)
+
+
+def test_a_tally_nobody_reads_stays_small():
+    tally = GainBitsTally()
+    for k in range(1000):
+        tally.add(np.array([k % 3, 0]))
+    assert len(tally._per_frame) < GainBitsTally.FOLD
+    assert tally.counts() == (999, 666, 2000)
 
 
 def test_chunk_by_chunk_callers_report_when_they_ask(run):

@@ -4,11 +4,17 @@ import threading
 
 import numpy as np
 import pytest
+from widget_helpers import no_noted_warnings
 
 import aare_lab
+from aare_lab.clipping import clipping_message
+from aare_lab.dark_photons import IlluminatedDarkWarning
+from aare_lab.dark_quality import DarkFrameWarning
 from aare_lab.simulate import Beam, Detector, Simulator
 from aare_lab.spec import FinderSpec
 from aare_lab.widgets import FinderControls
+from aare_lab.widgets.loop import Job
+from aare_lab.widgets.run import FinderRunner
 
 
 
@@ -50,16 +56,19 @@ def test_first_run_shows_the_offline_spectrum(run, interactive):
     controls.close()
 
 
-def test_repr_is_the_last_run_in_one_line(run):
+def test_repr_is_the_spec_then_the_last_run_in_one_line(run):
     controls = make(run, False)
     n_found = controls.outcome.n_found
-    assert repr(controls).startswith("FinderControls(frozen (float64, noise=")
+    spec5 = "frozen (float64, noise=running), nσ=5, 3x3, no cap"
+    assert repr(controls).startswith(f"FinderControls({spec5}; last run: 40 frames in ")
     assert repr(controls).endswith(f"n_found {n_found:,}, n_kept {n_found:,})")
     controls.set(n_sigma=4)
     controls.ui.drain()  # the new value reaches the graph: the re-run is submitted
-    assert repr(controls).startswith("FinderControls(running; frozen")
+    # While it runs, the old spec is the last run's, not the controls'.
+    assert repr(controls).startswith(
+        f"FinderControls(running; {spec5.replace('nσ=5', 'nσ=4')}; last run ({spec5}): 40 ")
     controls.wait()
-    assert ", nσ=4, 3x3, no cap: 40 frames in " in repr(controls)
+    assert ", nσ=4, 3x3, no cap; last run: 40 frames in " in repr(controls)
     assert "application/vnd.jupyter.widget-view+json" in controls._repr_mimebundle_()
     controls.close()
 
@@ -187,3 +196,64 @@ def test_a_preview_bounds_the_frames_run(run):
     assert controls.outcome.frames == 10
     assert controls.result.sizes["frame"] == 10
     controls.close()
+
+
+# What `find` warns about, a widget's run shows under its status line: its worker's
+# warnings would reach nobody. Each test fails if the run still warns.
+
+def test_too_few_dark_frames_are_a_note_in_the_warnings_words(run):
+    frames, dark = run
+    with no_noted_warnings():
+        controls = make((frames, dark[:5]), False)
+    (note,) = controls.notes
+    assert note.startswith("the noise estimated from 5 dark frames (n_pedestal=5)")
+    with pytest.warns(DarkFrameWarning) as warned:
+        aare_lab.find_clusters(frames, dark[:5], n_pedestal=5, progress=False)
+    assert [str(w.message) for w in warned] == [note]
+    shown = controls.notes_line.widget.value
+    assert "⚠ the noise estimated from 5 dark frames" in shown and "#b35806" in shown
+    assert repr(controls).endswith(f"; {note})")
+    controls.close()
+
+
+def test_gain_bits_are_a_note_naming_the_remedy_after_every_run(run):
+    frames, dark = run
+    switched = frames.copy()
+    switched[2, 3, 4] = switched[7, 30, 30] = 0x4000 | 9000
+    with no_noted_warnings():
+        controls = make((switched, dark), False)
+        first = controls.notes
+        controls.set(n_sigma=5.5)
+        controls.wait()
+    assert controls.spec.n_sigma == 5.5
+    assert first == controls.notes and len(first) == 1
+    assert first[0].startswith("2 pixels in 2 of 40 frames of ")
+    assert "--calibration FILE" in first[0]
+    assert "calibration=aare_lab.JungfrauCalibration.load(FILE)" in first[0]
+    controls.close()
+
+
+def test_illuminated_dark_frames_are_a_note_in_the_warnings_words(run):
+    frames, _ = run
+    with no_noted_warnings():
+        controls = make((frames, frames), False)
+    (note,) = (n for n in controls.notes if "photon hits in the dark frames" in n)
+    assert "the dark frames held photons" in note and "beam off" in note
+    with pytest.warns(IlluminatedDarkWarning) as warned:
+        aare_lab.train_pedestal(frames, len(frames), progress=False)
+    assert [str(w.message) for w in warned] == [note]
+    controls.close()
+
+
+def test_int16_windows_at_their_limits_are_a_note(run):
+    # FinderControls refuses int16 windows; its runner reports them like find().
+    frames, dark = run
+    saturated = frames.copy()
+    saturated[1, 10:13, 10:13] = 65535
+    runner = FinderRunner(saturated, dark=dark)
+    with no_noted_warnings():
+        outcome = runner.run(Job(None, None, None), FinderSpec("frozen", window_dtype="int16"))
+    message = clipping_message(outcome.result)
+    assert "sit at the int16 limits" in message and message in outcome.notes
+    assert any(note.startswith("9 pixels in 1 of 40 frames") for note in outcome.notes)
+

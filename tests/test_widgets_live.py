@@ -5,6 +5,7 @@ import time
 
 import numpy as np
 import pytest
+from widget_helpers import no_noted_warnings
 
 import aare_lab
 from aare_lab.binning import integer_edges
@@ -178,3 +179,60 @@ def test_a_failed_run_leaves_no_thread_behind(run):
         time.sleep(0.05)
     assert not names & {t.name for t in threading.enumerate()}
     live.close()
+
+
+def test_gain_bits_are_a_note_from_the_first_chunk_that_has_them(run):
+    frames, dark = run
+    switched = frames[:300].copy()
+    switched[120, 5, 5] = 0x4000 | 9000
+    live = LiveSpectrum(switched, dark, spec=FinderSpec("frozen"), bins=EDGES, chunk_frames=50,
+                        interactive=False, max_hz=20, autostart=False)
+    shown = []
+    deliver = live._deliver
+    live._deliver = lambda snapshot: (shown.append((snapshot.frames_processed, live.notes)),
+                                      deliver(snapshot))
+    with no_noted_warnings():
+        live.start()
+        live.wait_finished(timeout=120)
+    (note,) = live.notes
+    assert note.startswith("1 pixels in 1 of 50 frames of ") and "--calibration" in note
+    # The note is handed over with the snapshots, first: on screen no later than its chunk.
+    assert all(notes == (note,) for processed, notes in shown if processed >= 150)
+    assert "⚠ 1 pixels in 1 of 50 frames" in live.notes_line.widget.value
+    assert repr(live).endswith(f"; {note})")
+    live.close()
+
+
+def test_illuminated_dark_frames_are_a_note(run):
+    frames, _ = run
+    live = LiveSpectrum(frames[:100], frames[:50], spec=FinderSpec("frozen"), bins=EDGES,
+                        chunk_frames=50, interactive=False, max_hz=20, autostart=False)
+    with no_noted_warnings():
+        live.start()
+        live.wait_finished(timeout=120)
+    (note,) = (n for n in live.notes if "photon hits in the dark frames" in n)
+    assert "the dark frames held photons" in note
+    assert "⚠ " in live.notes_line.widget.value and "photon hits" in live.notes_line.widget.value
+    live.close()
+
+
+def test_the_dark_frames_are_notes_and_follow_n_sigma(run):
+    frames, dark = run
+    few = dark[:5].copy()
+    few[2, 1, 1] = 0xC000 | 100
+    live = LiveSpectrum(frames[:100], few, spec=FinderSpec("frozen"), bins=EDGES,
+                        chunk_frames=50, interactive=False, max_hz=20, autostart=False)
+    live.pause()
+    with no_noted_warnings():
+        live.start()
+        wait_until(live.ui, lambda: len(live.notes) == 2, timeout=60)
+        gain_bits, at_5 = live.notes
+        live.set(n_sigma=6.0)
+        live.resume()
+        live.wait_finished(timeout=120)
+    assert gain_bits.startswith("1 pixels in 1 of 5 frames of ") and "dark frames" in gain_bits
+    assert at_5.startswith("the noise estimated from 5 dark frames (n_pedestal=5)")
+    assert " at 5 sigma " in at_5
+    assert live.notes[0] == gain_bits and " at 6 sigma " in live.notes[1]
+    live.close()
+

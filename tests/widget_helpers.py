@@ -1,11 +1,21 @@
-"""Shared helpers for the widget tests: both figure hosts, other threads, thread records.
+"""Shared helpers for the widget tests: both figure hosts, other threads, thread records,
+and the warnings a widget shows as notes instead.
 
 The fixture ``interactive`` (tests/conftest.py) runs a test with the ipympl canvas and
 with the static PNG host.
 """
 
 import threading
+import warnings
+from contextlib import contextmanager
 
+from aare_lab.clipping import WindowClippedWarning
+from aare_lab.dark_photons import IlluminatedDarkWarning
+from aare_lab.dark_quality import DarkFrameWarning
+from aare_lab.jungfrau import GainBitsWarning
+
+#: What `find` warns about and a widget shows as a note instead.
+NOTED = (DarkFrameWarning, GainBitsWarning, IlluminatedDarkWarning, WindowClippedWarning)
 
 
 def in_thread(func, *args, name: str = "subshell", timeout: float = 10.0):
@@ -46,3 +56,16 @@ def record_threads(obj, method: str) -> list[int]:
 
     setattr(obj, method, wrapped)
     return calls
+
+
+@contextmanager
+def no_noted_warnings():
+    """Fail if the block raised, on any thread, a warning that a widget must show as a
+    note instead (`NOTED`). Used on the test's (the UI) thread around a whole widget run:
+    warnings' state is process-wide, so this records a worker's warnings too."""
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        yield
+    raised = [f"{w.category.__name__}: {w.message}" for w in record
+              if issubclass(w.category, NOTED)]
+    assert raised == [], raised

@@ -10,11 +10,12 @@ from .options import positive_float, positive_int
 def register(subparsers) -> None:
     """Add the ``dark`` subcommand."""
     parser = subparsers.add_parser(
-        "dark", help="report a dark run: rms distribution, dead and hot pixels",
+        "dark", help="report a dark run: rms distribution, dead and hot pixels, photons",
         description="Train a pedestal on dark frames and report the rms distribution, the "
-                    "pixels with rms 0 and the hot pixels, and how much the noise estimated "
+                    "pixels with rms 0 and the hot pixels, how much the noise estimated "
                     "from this many frames raises the false-cluster rate at --n-sigma "
-                    "(with the number of dark frames that would keep it within bounds).")
+                    "(with the number of dark frames that would keep it within bounds), and "
+                    "the photon hits in a sample of the dark frames (the beam on).")
     parser.add_argument("dark", metavar="DARK",
                         help="dark frames: .npy, .npz, file.h5:/dataset or a master file")
     parser.add_argument("--n-pedestal", type=positive_int, metavar="N",

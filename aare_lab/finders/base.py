@@ -21,7 +21,7 @@ from ..clipping import report_clipping
 from ..common_mode import region_count
 from ..dark_quality import assess_dark
 from ..frames import as_frame_stack
-from ..jungfrau import GainBitsTally, gain_bits_per_frame
+from ..jungfrau import GainBitsTally, GainBitsWarning, gain_bits_per_frame
 from ..params import INTEGER_WINDOW_DTYPES
 from ..pedestal import Pedestal
 from ..result_store import open_result
@@ -116,7 +116,8 @@ class Finder(ABC):
         The `FinderSpec` of this finder (its pedestal's dtype, noise and N included).
     gain_bits
         Without a calibration, a `aare_lab.jungfrau.GainBitsTally` of the pixels with gain
-        bits (values above 14 bits) in the frames processed since the run began; None with
+        bits (values above 14 bits) in the frames processed since `find` or `spectrum`
+        began, or since the last `report_gain_bits`, until the finder has warned; None with
         one. `report_gain_bits` warns about them.
     """
 
@@ -272,9 +273,13 @@ class Finder(ABC):
 
         For live use (spectra that grow while data arrive); parameters as in `find`.
         Capacity overflows are recorded in each batch's ``n_found``/``n_kept`` and pixels
-        with gain bits in `gain_bits`; nothing is warned here, the caller reports them
-        (`assemble`, `report_gain_bits`).
+        with gain bits in `gain_bits`, counted from this call on (as in `find`); nothing is
+        warned here, the caller reports them (`assemble`, `report_gain_bits`,
+        `take_gain_bits`).
         """
+        # Counted afresh: a run given up half-way (a widget's cancelled re-run) must not
+        # add its pixels to the next run's.
+        self._restart_gain_bits()
         return self._batches(frames, frame_numbers, _branch_selection(branch_maps), progress)
 
     @abstractmethod
@@ -299,8 +304,27 @@ class Finder(ABC):
         stacklevel
             As for `warnings.warn`, counted from the caller.
         """
-        if self.gain_bits is not None and not self._gain_bits_reported:
-            self._gain_bits_reported = self.gain_bits.warn(what, stacklevel + 1)
+        if self._gain_bits_reported:
+            return
+        message = self.take_gain_bits(what)
+        if message is not None:
+            warnings.warn(message, GainBitsWarning, stacklevel=stacklevel + 1)
+            self._gain_bits_reported = True
+
+    def take_gain_bits(self, what: str = "the frames") -> str | None:
+        """The text of `report_gain_bits`' warning for the pixels with gain bits counted
+        so far, None if there are none (or with a calibration); the count starts again.
+
+        For a caller that shows it rather than warns (a widget's worker thread, whose
+        warnings nobody sees), after every run: unlike `report_gain_bits`, it answers
+        every time there are some.
+
+        Parameters
+        ----------
+        what
+            How the message names the frames (a file).
+        """
+        return None if self.gain_bits is None else self.gain_bits.take(what)
 
     def _restart_gain_bits(self) -> None:
         """Count gain bits from the start of a run (`find`, `spectrum`)."""
@@ -308,8 +332,9 @@ class Finder(ABC):
             self.gain_bits.reset()
 
     def _count_gain_bits(self, frames) -> None:
-        """Count the pixels of a chunk with gain bits, which only a calibration can read."""
-        if self.gain_bits is not None:
+        """Count the pixels of a chunk with gain bits, which only a calibration can read,
+        until this finder has warned about them: it never warns again."""
+        if self.gain_bits is not None and not self._gain_bits_reported:
             self.gain_bits.add(gain_bits_per_frame(frames))
 
     # --------------------------------------------------------------- helpers
@@ -363,12 +388,22 @@ class Finder(ABC):
             return np.where(hits, np.cumsum(hits) - 1, -1).astype(np.int64)
         return np.full(n, -1, np.int64)
 
-    def assemble(self, batches: list[ClusterBatch], branch_maps=None) -> xr.Dataset:
-        """The result Dataset of batches from `find_batches`, with truncation and too few dark
-        frames (`aare_lab.dark_quality.DarkFrameWarning`) reported.
+    def assemble(self, batches: list[ClusterBatch], branch_maps=None, *,
+                 warn: bool = True) -> xr.Dataset:
+        """The result Dataset of batches from `find_batches`, with truncation, gain bits,
+        clipped int16 windows and too few dark frames
+        (`aare_lab.dark_quality.DarkFrameWarning`) reported.
 
         For callers that consume batches themselves (a widget that checks for cancellation
         between chunks) and then want what `find` returns; ``branch_maps`` as given there.
+
+        Parameters
+        ----------
+        warn
+            False leaves gain bits, clipped windows and the dark frames to the caller, who
+            shows them another way (`take_gain_bits`,
+            `aare_lab.clipping.clipping_message`, `aare_lab.dark_quality.DarkQuality.warning`);
+            truncation is reported as ``on_truncation`` says either way.
         """
         want = _branch_selection(branch_maps)
         dark = assess_dark(self.pedestal, self.spec.n_sigma)
@@ -376,7 +411,7 @@ class Finder(ABC):
                           n_frames=sum(len(b.frame_numbers) for b in batches),
                           n_clusters=sum(len(b.cluster_y) for b in batches))
         tally = self._collect(batches, sink, want)
-        return self._report(sink.result(), tally, dark, "the frames")
+        return self._report(sink.result(), tally, dark, "the frames", warn)
 
     @staticmethod
     def _collect(batches: Iterable[ClusterBatch], sink, want: bool | set[int]) -> RunTally:
@@ -391,21 +426,25 @@ class Finder(ABC):
         return functools.partial(make_result, spec=self.spec,
                                  frame_shape=self.pedestal.frame_shape, dark=dark)
 
-    def _report(self, ds: xr.Dataset, tally: RunTally, dark, what: str) -> xr.Dataset:
-        """Warn about gain bits in ``what`` (the frames), missing branch maps, clipped int16
-        windows and the dark frames, and report truncation."""
-        # First: truncation may raise, and gain bits make every other number meaningless.
-        self.report_gain_bits(what, stacklevel=3)
+    def _report(self, ds: xr.Dataset, tally: RunTally, dark, what: str,
+                warn: bool = True) -> xr.Dataset:
+        """Warn about missing branch maps and, with ``warn``, about gain bits in ``what``
+        (the frames), clipped int16 windows and the dark frames; report truncation."""
         missing = tally.missing_maps
         if missing:
             warnings.warn(f"branch maps were requested for frames not in this run: "
                           f"{missing[:20]}{' ...' if len(missing) > 20 else ''}",
                           stacklevel=3)
-        report_clipping(ds, stacklevel=3)
+        if warn:
+            # Before truncation, which may raise: gain bits make every other number
+            # meaningless.
+            self.report_gain_bits(what, stacklevel=3)
+            report_clipping(ds, stacklevel=3)
         message = truncation_message(*tally.truncated, self.spec.max_clusters_per_frame,
                                      n_frames=tally.n_frames)
         report_truncation(message, self.on_truncation, ds)
-        dark.warn(stacklevel=3)
+        if warn:
+            dark.warn(stacklevel=3)
         return ds
 
     def _empty_batch(self) -> ClusterBatch:

@@ -130,7 +130,7 @@ class CudaFinder(Finder):
 
     def spectrum(self, frames, bins: int = 200, range: tuple[float, float] = (0.0, 2000.0),
                  *, per_pixel: bool = False, frame_numbers=None,
-                 progress: bool = True) -> xr.Dataset:
+                 progress: bool = True, warn: bool = True) -> xr.Dataset:
         """Find clusters and histogram their energies on the GPU, shipping no clusters.
 
         The pedestal advances as in `find`. Energies are window sums in ADU (keV with a
@@ -147,6 +147,10 @@ class CudaFinder(Finder):
             Also count per centre pixel: ``pixel_counts(y, x, energy)``, for gain maps.
         progress
             Show a progress bar.
+        warn
+            False leaves the pixels with gain bits to the caller (`take_gain_bits`), who
+            shows them another way; truncation is reported as ``on_truncation`` says
+            either way.
 
         Returns
         -------
@@ -193,7 +197,8 @@ class CudaFinder(Finder):
         if pixel is not None:
             ds["pixel_counts"] = (("y", "x", "energy"), pixel,
                                   {"long_name": "clusters per centre pixel and energy bin"})
-        self.report_gain_bits(stacklevel=2)
+        if warn:
+            self.report_gain_bits(stacklevel=2)
         message = truncation_message(numbers, n_found, n_kept, self.spec.max_clusters_per_frame)
         report_truncation(message, self.on_truncation, ds)
         return ds
@@ -279,7 +284,7 @@ class CudaFinder(Finder):
         copy and before its kernel: its frame slot is not reused before the count is done,
         no host pass over the frames competes with staging, and nothing waits; the counts
         are read after the run (`report_gain_bits`)."""
-        if self.gain_bits is None:
+        if self.gain_bits is None or self._gain_bits_reported:
             return
         compute = self._engine.compute
         with compute:

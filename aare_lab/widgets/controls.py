@@ -36,6 +36,25 @@ class StatusLine:
         self.widget.value = f"<span style='color:#b2182b'>⚠ {html.escape(message)}</span>{kept}"
 
 
+class NotesLine:
+    """Lines under the status line: what a run would have warned about outside a widget
+    (too few dark frames, gain bits, clipped windows), whose warnings would be raised on
+    the worker thread, where nobody sees them.
+
+    Shown in the error's ⚠ style, in amber: the run stands, but its numbers may mislead.
+    """
+
+    def __init__(self):
+        self.widget = widgets.HTML(value="")
+        self.notes: tuple[str, ...] = ()
+
+    def show(self, notes) -> None:
+        """Show these notes instead of the last (none clears the line)."""
+        self.notes = tuple(notes)
+        self.widget.value = "<br>".join(
+            f"<span style='color:#b35806'>⚠ {html.escape(note)}</span>" for note in self.notes)
+
+
 def forward(ui: UiLoop, control: widgets.ValueWidget, node: Input, status: StatusLine,
             convert: Callable | None = None, shown: Callable = lambda value: value) -> None:
     """Send a control's new values to ``node`` on the UI thread.
@@ -71,6 +90,13 @@ def cluster_size_box(size: tuple[int, int]) -> widgets.Combobox:
 def size_text(size) -> str:
     """``(3, 5)``, ``3`` or ``"3x5"`` as the text the cluster-size box shows."""
     return size if isinstance(size, str) else "x".join(str(int(v)) for v in np.broadcast_to(size, 2))
+
+
+#: The highest nσ the widgets take. Test 3 asks a 3x3 window for 3 nσ σ, so 50σ asks for
+#: 150σ: about a 20 keV photon at the simulator's noise and gain (8 keV is 64σ), and
+#: more only loses photons; a wider range would make FinderControls' slider too coarse
+#: to set in the range that matters (3 to 10σ).
+N_SIGMA_MAX = 50.0
 
 
 def n_sigma_value(value) -> float:

@@ -13,12 +13,16 @@ from ..pedestal import NOISE_MODES, PEDESTAL_DTYPES
 from ..spec import FinderSpec
 from ..results import spectrum, spectrum_edges
 from .base import InteractiveWidget
-from .controls import cluster_size_box, forward, n_sigma_value, size_text
+from .controls import (
+    N_SIGMA_MAX,
+    NotesLine,
+    cluster_size_box,
+    forward,
+    n_sigma_value,
+    size_text,
+)
 from .graph import Input, Node, ViewNode
-from .run import FinderRunner, RunOutcome
-
-#: The highest nσ the controls offer.
-N_SIGMA_MAX = 20.0
+from .run import FinderRunner, RunOutcome, spec_text
 
 
 class FinderControls(InteractiveWidget):
@@ -28,6 +32,8 @@ class FinderControls(InteractiveWidget):
     frames on the CPU, or on the frames kept on the GPU (from a device snapshot of the
     pedestal) for ``cuda``. It shows which finder ran, how long it took, frames/s and the
     ``n_found``/``n_kept`` totals, and updates every attached view (a spectrum by default).
+    Under the status line, `notes` says what `find` would have warned about (too few dark
+    frames, gain bits, clipped windows).
 
     Parameters
     ----------
@@ -141,6 +147,7 @@ class FinderControls(InteractiveWidget):
         self.spec_node = Node(lambda *values: spec.replace(**dict(zip(inputs, values))),
                               *inputs.values(), name="spec")
         self.run_node = self.task(self._run, self.spec_node, name="run")
+        self.notes_line = NotesLine()
         self.spectrum_host = self.figure_host()
         self._spectrum_view = None  # drawn with the first outcome
         self.spectrum_node = ViewNode(self._draw_spectrum, self.run_node, pump=self.pump,
@@ -150,6 +157,7 @@ class FinderControls(InteractiveWidget):
             widgets.HBox([self.cluster_size, self.pedestal_dtype, self.noise]),
             widgets.HBox([self.cap_enabled, self.cap, self.progress]),
             self.status.widget,
+            self.notes_line.widget,
             self.spectrum_host.widget,
         ]
         self.run_node.submit()
@@ -169,6 +177,21 @@ class FinderControls(InteractiveWidget):
     def result(self):
         """The newest result Dataset (None before the first run, or without clusters)."""
         return None if self.outcome is None else self.outcome.result
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the newest finished run would have warned about outside a widget, shown
+        under the status line (`aare_lab.widgets.run.RunOutcome.notes`)."""
+        return self.notes_line.notes
+
+    def state_lines(self) -> list[str]:
+        """The spec the controls show, then the last run (its spec too while another
+        runs, or when it failed) and its notes."""
+        outcome = self.outcome
+        if outcome is None:
+            return [spec_text(self.spec)]
+        ran = "" if outcome.spec == self.spec else f" ({spec_text(outcome.spec)})"
+        return [spec_text(self.spec), f"last run{ran}: {outcome.figures()}", *self.notes]
 
     def set(self, **values) -> None:
         """Set controls as a user would: ``finder``, ``n_sigma``, ``cluster_size``,
@@ -227,6 +250,12 @@ class FinderControls(InteractiveWidget):
     def describe(self, task) -> str:
         """The status text: which finder ran, how long, how fast, what it found."""
         return self.outcome.describe()
+
+    def _task_state(self, task) -> None:
+        super()._task_state(task)
+        # A failed run keeps the last good run's notes, as the views keep its spectrum.
+        if not task.running and task.error is None:
+            self.notes_line.show(self.outcome.notes)
 
     def _draw_spectrum(self, outcome: RunOutcome) -> None:
         from ..plots import SpectrumView

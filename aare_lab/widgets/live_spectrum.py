@@ -15,6 +15,7 @@ import xarray as xr
 from ..binning import count
 from ..capacity import TruncationError
 from ..clipping import refuse_clipping
+from ..dark_quality import assess_dark
 from ..finders import available_finders, get_finder
 from ..fit import value_and_error
 from ..live import DEFAULT_EDGES, DEFAULT_KEV_EDGES
@@ -27,7 +28,14 @@ from ..sources import open_source
 from ..spec import FinderSpec
 from ..spectra import fit_peaks
 from .base import InteractiveWidget
-from .controls import cluster_size_box, forward, n_sigma_value, size_text
+from .controls import (
+    N_SIGMA_MAX,
+    NotesLine,
+    cluster_size_box,
+    forward,
+    n_sigma_value,
+    size_text,
+)
 from .graph import Input, ViewNode
 from .loop import stop_at_exit, wait_until
 from .run import default_n_pedestal
@@ -56,6 +64,10 @@ class Snapshot(NamedTuple):
 
 class LiveSpectrum(InteractiveWidget):
     """Consume a frame source in chunks on a worker and show the growing spectrum.
+
+    Under the status line, `notes` says what a run outside a widget would warn about: too
+    few dark frames for the nσ, and pixels with gain bits in the dark frames or (from the
+    first chunk that has them) in the data.
 
     Parameters
     ----------
@@ -124,10 +136,11 @@ class LiveSpectrum(InteractiveWidget):
         self.reset_button = widgets.Button(description="reset", icon="undo")
         self.stop_button = widgets.Button(description="stop", icon="stop")
         self.log_scale = widgets.ToggleButton(value=True, description="log")
-        self.n_sigma = widgets.BoundedFloatText(value=spec.n_sigma, min=0.0, max=100.0,
+        self.n_sigma = widgets.BoundedFloatText(value=spec.n_sigma, min=0.0, max=N_SIGMA_MAX,
                                                 step=0.1, description="nσ")
         self.cluster_size = cluster_size_box(spec.cluster_size)
         self.stats = widgets.HTML()
+        self.notes_line = NotesLine()
 
         for button, action in ((self.start_button, self.start), (self.reset_button, self.reset),
                                (self.stop_button, self.stop)):
@@ -155,7 +168,7 @@ class LiveSpectrum(InteractiveWidget):
             widgets.HBox([self.start_button, self.pause_button, self.reset_button,
                           self.stop_button, self.log_scale]),
             widgets.HBox([self.n_sigma, self.cluster_size]),
-            self.stats, self.status.widget, self.host.widget,
+            self.stats, self.status.widget, self.notes_line.widget, self.host.widget,
         ]
         if autostart:
             self.start()
@@ -192,6 +205,12 @@ class LiveSpectrum(InteractiveWidget):
         return None if self.latest is None else self.latest.spectrum
 
     @property
+    def notes(self) -> tuple[str, ...]:
+        """What this run would have warned about outside a widget, shown under the status
+        line."""
+        return self.notes_line.notes
+
+    @property
     def busy(self) -> bool:
         """Whether snapshots or redraws are still on their way to the screen."""
         return super().busy or (self._consumer is not None and self._consumer.unread)
@@ -203,6 +222,7 @@ class LiveSpectrum(InteractiveWidget):
             return
         self._consumer = _Consumer(self)
         self.status.show("starting")
+        self.notes_line.show(())
         self._consumer.start()
 
     def pause(self) -> None:
@@ -251,10 +271,10 @@ class LiveSpectrum(InteractiveWidget):
         return html.unescape(re.sub(r"<[^>]+>", "", text))
 
     def state_lines(self) -> list[str]:
-        """The spec, what the run does (status line) and its `summary`."""
+        """The spec, what the run does (status line), its `summary` and `notes`."""
         s = self._spec
         spec = f"{s.finder}, nσ={s.n_sigma:g}, {size_text(s.cluster_size)}"
-        return [spec, self.status.text, *self.summary().splitlines()]
+        return [spec, self.status.text, *self.summary().splitlines(), *self.notes]
 
     def wait_finished(self, timeout: float = 600.0) -> None:
         """Block until the source is exhausted and the last snapshot is on screen."""
@@ -325,6 +345,10 @@ class _Consumer:
         self._pending_reset: str | None = None
         self.generation = 0
         self._mailbox: Snapshot | None = None
+        self._mailbox_notes: tuple[str, ...] | None = None
+        # The notes shown, in this order; set on this thread, shown on the UI thread.
+        self._notes: dict[str, tuple[str, ...]] = dict.fromkeys(("gain_bits", "training",
+                                                                 "dark"), ())
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name="aare_lab-LiveSpectrum")
         self._spec = widget.spec
@@ -359,9 +383,8 @@ class _Consumer:
             pedestal = w._pedestal.copy() if w._pedestal is not None else None
             if pedestal is None:
                 self._status("training the pedestal")
-                pedestal = train_pedestal_for(
-                    self._spec, w.dark, self._spec.n_pedestal or default_n_pedestal(w.dark),
-                    progress=False)
+                pedestal = self._train()
+            self._note("dark", assess_dark(pedestal, self._spec.n_sigma).warning)
             # on_truncation="error": no warning on this thread, where nobody would see it;
             # truncated frames are counted and shown instead.
             finder = self._spec.make_finder(pedestal, on_truncation="error")
@@ -382,6 +405,7 @@ class _Consumer:
                     generation = self.generation
                 if spec is not None:
                     finder = self._switch(finder, spec)
+                    self._note("dark", assess_dark(pedestal, spec.n_sigma).warning)
                 if reset is not None:
                     counts[:] = 0
                     under = over = outside = frames = clusters = truncated = 0
@@ -422,6 +446,24 @@ class _Consumer:
         finally:
             self._stop.set()  # ends the read-ahead thread; the source stays open
 
+    def _train(self) -> Pedestal:
+        """The pedestal of the widget's dark frames; their pixels with gain bits, a note."""
+        dark = open_source(self.widget.dark)
+        notes = []
+        pedestal = train_pedestal_for(self._spec, dark,
+                                      self._spec.n_pedestal or default_n_pedestal(dark),
+                                      progress=False, notes=notes)
+        self._note("training", *notes)
+        return pedestal
+
+    def _note(self, kind: str, *texts: str | None) -> None:
+        """Set the notes of ``kind`` (None: none), and show the notes if they changed."""
+        texts = tuple(text for text in texts if text is not None)
+        if self._notes[kind] == texts:
+            return
+        self._notes[kind] = texts
+        self._publish(notes=tuple(note for notes in self._notes.values() for note in notes))
+
     def _chunks(self):
         """The source's chunks, read ahead; none is handed out while paused, nor once a
         stop is seen. A live stream that can take chunks back (`StreamSource.unread`) gets
@@ -457,34 +499,52 @@ class _Consumer:
             try:
                 out = finder.spectrum(chunk.frames, bins=len(edges) - 1,
                                       range=(float(edges[0]), float(edges[-1])),
-                                      frame_numbers=chunk.numbers, progress=False)
+                                      frame_numbers=chunk.numbers, progress=False, warn=False)
             except TruncationError as err:
                 out = err.result
+            self._note_gain_bits(finder)
             n_kept = out["n_kept"].to_numpy()
             cut = int((out["n_found"].to_numpy() > n_kept).sum())
             return int(n_kept.sum()), out["counts"].to_numpy(), cut
         batch = finder.process_chunk(chunk.frames, chunk.numbers)
-        finder.report_gain_bits(self.widget.source.describe())
+        self._note_gain_bits(finder)
         return (len(batch.windows), window_energies(batch.windows),
                 int((batch.n_found > batch.n_kept).sum()))
 
+    def _note_gain_bits(self, finder) -> None:
+        """Note the chunk's pixels with gain bits at once (a beamtime can still act on it);
+        the first chunk that has them names the cause, later ones would only repeat it."""
+        text = finder.take_gain_bits(self.widget.source.describe())
+        if not self._notes["gain_bits"]:
+            self._note("gain_bits", text)
+
     @property
     def unread(self) -> bool:
-        """Whether a snapshot waits for the UI thread."""
+        """Whether a snapshot or notes wait for the UI thread."""
         with self._lock:
-            return self._mailbox is not None
+            return self._mailbox is not None or self._mailbox_notes is not None
 
-    def _publish(self, snapshot: Snapshot) -> None:
-        # One slot: a snapshot not yet taken is replaced by the newer one, so the UI
-        # thread's queue holds one hand-over at most however fast chunks come.
+    def _publish(self, snapshot: Snapshot | None = None,
+                 notes: tuple[str, ...] | None = None) -> None:
+        # One slot each: what is not yet taken is replaced by the newer, so the UI
+        # thread's queue holds one hand-over at most however fast chunks come. Notes go
+        # with the snapshots, first: no chunk's snapshot is on screen before its note.
         with self._lock:
-            waiting, self._mailbox = self._mailbox is not None, snapshot
+            waiting = self._mailbox is not None or self._mailbox_notes is not None
+            if snapshot is not None:
+                self._mailbox = snapshot
+            if notes is not None:
+                self._mailbox_notes = notes
         if not waiting:
             self.ui.call_soon(self._hand_over)
 
     def _hand_over(self) -> None:
         with self._lock:
             snapshot, self._mailbox = self._mailbox, None
+            notes, self._mailbox_notes = self._mailbox_notes, None
+        # A stopped run's notes, still on their way, must not replace a new run's.
+        if notes is not None and self.widget._consumer is self:
+            self.widget.notes_line.show(notes)
         if snapshot is not None:
             self.widget._deliver(snapshot)
 

@@ -4,6 +4,10 @@ A `FinderRunner` lives on one worker thread (a finder is not thread-safe). It ke
 finder of the last compiled shape and re-configures it for a new nσ or cap instead of
 building another; on the GPU the frames stay on the device and each run restores the
 starting pedestal from a device snapshot, so a slider move costs one kernel pass.
+
+Nothing a run finds out is silent, yet a warning raised on the worker thread would reach
+nobody (and ``warnings.catch_warnings`` is not thread-safe): what `find` warns about, the
+runs here hand back as text, `RunOutcome.notes` and `run_notes`, for the UI thread to show.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import xarray as xr
 
 from ..binning import count
 from ..capacity import TruncationError
+from ..clipping import clipping_message, refuse_clipping
+from ..dark_quality import assess_dark
 from ..finders import get_finder
 from ..pedestal import Pedestal
 from ..pipeline import train_pedestal
@@ -44,6 +50,10 @@ class RunOutcome(NamedTuple):
         Wall time of the finder (pedestal training excluded).
     truncation
         The truncation message, None if no frame exceeded the cap.
+    notes
+        What `find` would have warned about, as its warnings word it (`run_notes`): gain
+        bits in the dark or data frames, int16 windows at their limits, too few dark
+        frames.
     """
 
     spec: FinderSpec
@@ -54,6 +64,7 @@ class RunOutcome(NamedTuple):
     frames: int
     seconds: float
     truncation: str | None
+    notes: tuple[str, ...] = ()
 
     @property
     def rate(self) -> float:
@@ -62,13 +73,46 @@ class RunOutcome(NamedTuple):
 
     def describe(self) -> str:
         """One status line: finder, frames, time, rate, counts and truncation."""
-        s = self.spec
-        cap = "no cap" if s.max_clusters_per_frame is None else f"cap {s.max_clusters_per_frame}"
-        text = (f"{s.finder} ({s.pedestal_dtype}, noise={s.noise}), nσ={s.n_sigma:g}, "
-                f"{s.cluster_size[0]}x{s.cluster_size[1]}, {cap}: {self.frames} frames in "
-                f"{self.seconds:.3g} s ({self.rate:,.0f} frames/s); n_found {self.n_found:,}, "
-                f"n_kept {self.n_kept:,}")
+        return f"{spec_text(self.spec)}: {self.figures()}"
+
+    def figures(self) -> str:
+        """What the run gave: frames, time, rate, counts and truncation."""
+        text = (f"{self.frames} frames in {self.seconds:.3g} s ({self.rate:,.0f} frames/s); "
+                f"n_found {self.n_found:,}, n_kept {self.n_kept:,}")
         return text + (f" — TRUNCATED: {self.truncation}" if self.truncation else "")
+
+
+def spec_text(spec: FinderSpec) -> str:
+    """The controls' part of a spec in words: finder, pedestal dtype and noise, nσ,
+    cluster size, cap."""
+    cap = "no cap" if spec.max_clusters_per_frame is None \
+        else f"cap {spec.max_clusters_per_frame}"
+    return (f"{spec.finder} ({spec.pedestal_dtype}, noise={spec.noise}), nσ={spec.n_sigma:g}, "
+            f"{spec.cluster_size[0]}x{spec.cluster_size[1]}, {cap}")
+
+
+def run_notes(finder, start: Pedestal, result: xr.Dataset | None = None,
+              what: str = "the frames") -> tuple[str, ...]:
+    """What `find` would warn about after a run, as text, in its words: the pixels with gain
+    bits the finder counted (taken: it counts afresh), the result's int16 windows at their
+    limits, and too few dark frames behind the starting pedestal.
+
+    Parameters
+    ----------
+    finder
+        The finder that ran (on this thread: its count is taken).
+    start
+        The pedestal the run started from.
+    result
+        The result Dataset; None for a spectrum-only run, which keeps no windows (and
+        refuses int16 ones, `aare_lab.clipping.refuse_clipping`).
+    what
+        How the gain-bit note names the frames (a file).
+    """
+    notes = (finder.take_gain_bits(what),
+             None if result is None else clipping_message(result),
+             assess_dark(start, finder.spec.n_sigma).warning)
+    return tuple(note for note in notes if note is not None)
 
 
 class FinderRunner:
@@ -99,14 +143,17 @@ class FinderRunner:
             preview_frames, source.n_frames or preview_frames)
         chunk = source.read(0, stop)
         self.frames, self.numbers = chunk.frames, chunk.numbers
-        self.dark = dark
+        self.what = source.describe()
+        self.dark = None if dark is None else open_source(dark)
         self._pedestals: dict[tuple[str, str], Pedestal] = {}
+        # Per pedestal, the note on its dark frames' gain bits (None: none had any).
+        self._dark_notes: dict[tuple[str, str], tuple[str, ...]] = {}
         if pedestal is not None:
             pedestal.require_ready()
             self._pedestals[(pedestal.dtype.name, pedestal.noise)] = pedestal.copy()
             n_pedestal = n_pedestal or pedestal.n_pedestal
         if dark is not None and n_pedestal is None:
-            n_pedestal = default_n_pedestal(dark)
+            n_pedestal = default_n_pedestal(self.dark)
         self.n_pedestal = n_pedestal
         self._finder = None
         self._key = None
@@ -127,9 +174,12 @@ class FinderRunner:
                 have = ", ".join(f"{d}/{n}" for d, n in self._pedestals)
                 raise ValueError(f"no dark frames to train a {key[0]} pedestal with "
                                  f"{key[1]} noise; the pedestal given is {have}")
+            notes = []
             self._pedestals[key] = train_pedestal(self.dark, self.n_pedestal, dtype=key[0],
                                                   noise=key[1], progress=False,
-                                                  g0_only=spec.calibration is not None)
+                                                  g0_only=spec.calibration is not None,
+                                                  notes=notes)
+            self._dark_notes[key] = tuple(notes)
         return self._pedestals[key]
 
     def run(self, job, spec: FinderSpec, *, clusters: bool = True,
@@ -151,14 +201,16 @@ class FinderRunner:
             histogram on them.
         """
         get_finder(spec.finder).require_available()
+        if not clusters:
+            refuse_clipping(spec.window_dtype, "a spectrum-only run", "keep the clusters")
+            if edges is None:
+                raise ValueError("a spectrum-only run needs bin edges")
         start = self.pedestal_for(spec)
         finder = self._finder_for(spec, start)
         frames = self._device_frames if spec.finder == "cuda" else self.frames
         job.check()
         t0 = time.perf_counter()
         if not clusters:
-            if edges is None:
-                raise ValueError("a spectrum-only run needs bin edges")
             n_found, n_kept, counts, *outside = self._histogram_only(job, finder, frames, edges)
             seconds = time.perf_counter() - t0
             spectrum = counts_spectrum(counts, edges, spec, self.n_frames, *outside)
@@ -167,7 +219,7 @@ class FinderRunner:
                        f"max_clusters_per_frame={spec.max_clusters_per_frame}"
                        if truncated.any() else None)
             return RunOutcome(spec, None, spectrum, int(n_found.sum()), int(n_kept.sum()),
-                              self.n_frames, seconds, message)
+                              self.n_frames, seconds, message, self._notes(start, finder))
         batches, done = [], 0
         for batch in finder.find_batches(frames, self.numbers):
             job.check()
@@ -175,19 +227,26 @@ class FinderRunner:
             done += len(batch.frame_numbers)
             job.progress(done / self.n_frames)
         try:
-            result, message = finder.assemble(batches), None
+            result, message = finder.assemble(batches, warn=False), None
         except TruncationError as err:
             result, message = err.result, str(err)
         seconds = time.perf_counter() - t0
         spectrum = None if edges is None else result_spectrum(result, bins=edges)
         return RunOutcome(spec, result, spectrum, int(result["n_found"].sum()),
-                          int(result["n_kept"].sum()), self.n_frames, seconds, message)
+                          int(result["n_kept"].sum()), self.n_frames, seconds, message,
+                          self._notes(start, finder, result))
+
+    def _notes(self, start: Pedestal, finder, result: xr.Dataset | None = None):
+        """The run's `run_notes`, after those on the dark frames of ``start``."""
+        dark = self._dark_notes.get((start.dtype.name, start.noise), ())
+        return (*dark, *run_notes(finder, start, result, self.what))
 
     def _finder_for(self, spec: FinderSpec, start: Pedestal):
         key = (spec.compiled_key, id(start))
         if self._finder is None or key != self._key:
             # on_truncation="error": the result comes back on the exception, and no warning
-            # is raised on a worker thread, where it could not be seen.
+            # is raised on a worker thread, where it could not be seen (nor any other: the
+            # runs report what they found as notes).
             self._finder = spec.make_finder(start.copy(), on_truncation="error")
             self._key = key
             # Compiling (or loading the kernel) is not part of the run's time.
@@ -212,7 +271,7 @@ class FinderRunner:
             lo, hi = float(edges[0]), float(edges[-1])
             try:
                 out = finder.spectrum(frames, bins=len(edges) - 1, range=(lo, hi),
-                                      frame_numbers=self.numbers, progress=False)
+                                      frame_numbers=self.numbers, progress=False, warn=False)
             except TruncationError as err:  # reported by the caller, from n_found/n_kept
                 out = err.result
             counts, n_kept = out["counts"].to_numpy(), out["n_kept"].to_numpy()
@@ -228,7 +287,6 @@ class FinderRunner:
             under, over = under + low, over + high
             n_found.append(batch.n_found)
             n_kept.append(batch.n_kept)
-        finder.report_gain_bits()
         return np.concatenate(n_found), np.concatenate(n_kept), counts, under, over, None
 
 
