@@ -146,7 +146,7 @@ class FinderRunner:
         self.what = source.describe()
         self.dark = None if dark is None else open_source(dark)
         self._pedestals: dict[tuple[str, str], Pedestal] = {}
-        # Per pedestal, the note on its dark frames' gain bits (None: none had any).
+        # Per pedestal, what its training found in the dark frames (photons, gain bits).
         self._dark_notes: dict[tuple[str, str], tuple[str, ...]] = {}
         if pedestal is not None:
             pedestal.require_ready()
