@@ -47,6 +47,7 @@ from .clipping import (
     counts_clipping,
 )
 from .dark_photons import DarkPhotonSample, IlluminatedDarkWarning
+from .dark_quality import assess_dark
 from .finders.base import ClusterBatch, Finder
 from .jungfrau import GainBitsTally, gain_bits_per_frame
 from .pedestal import Pedestal
@@ -163,6 +164,9 @@ class LiveRun:
     aare_lab.dark_photons.IlluminatedDarkWarning
         When the dark frames are taken with ``n_dark``, if they hold photon hits (as
         `aare_lab.train_pedestal` checks them).
+    aare_lab.dark_quality.DarkFrameWarning
+        Once the pedestal is trained (or given), if its dark frames are too few for
+        ``n_sigma`` (as `Finder.find` warns).
     """
 
     def __init__(self, source, spec: FinderSpec, out: str | os.PathLike, *,
@@ -192,7 +196,7 @@ class LiveRun:
         self._dark_photons = None  # a DarkPhotonSample once the first dark frame arrives
         self.finder: Finder | None = None
         if self._pedestal is not None:
-            self.finder = spec.make_finder(self._pedestal, **self._options)
+            self._make_finder(stacklevel=2)
         self._stop = threading.Event()
         self._clusters = ClusterFile(self.out / "clusters.nc") if clusters else None
         self.counts = np.zeros(len(self.edges) - 1, np.int64)
@@ -218,6 +222,12 @@ class LiveRun:
     def stopping(self) -> bool:
         """Whether `stop` was called (or the run is over)."""
         return self._stop.is_set()
+
+    def _make_finder(self, stacklevel: int) -> None:
+        """The finder on the trained pedestal, warning, as `Finder.find` does, when too
+        few dark frames raise the false-cluster rate (`DarkFrameWarning`)."""
+        self.finder = self.spec.make_finder(self._pedestal, **self._options)
+        assess_dark(self._pedestal, self.spec.n_sigma).warn(stacklevel=stacklevel + 1)
 
     def run(self) -> dict[str, int]:
         """Consume the source, writing the outputs as it goes; returns the final counts.
@@ -283,7 +293,7 @@ class LiveRun:
                 text = check_photons(self._pedestal, self._dark_photons, self.source)
                 if text is not None:
                     warnings.warn(text, IlluminatedDarkWarning, stacklevel=3)
-                self.finder = self.spec.make_finder(self._pedestal, **self._options)
+                self._make_finder(stacklevel=3)
         if len(numbers):
             # A GPU finder takes at most its chunk_frames at a time.
             step = self.finder.chunk_frames

@@ -5,6 +5,7 @@ import json
 import signal
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -160,3 +161,21 @@ def test_bad_options_are_refused_before_connecting(tmp_path, capsys):
                  "--energy-range", "0", "1005"]) == 2
     assert ("--energy-range, --bin-width: the energy range 0..1005 ADU must be a positive "
             "multiple of the bin width 10") in capsys.readouterr().err
+
+
+def test_a_live_run_on_too_few_dark_frames_warns(run, publisher, tmp_path):
+    # As find does: a live spectrum on a noisy pedestal holds noise clusters.
+    from aare_lab import DarkFrameWarning, train_pedestal
+    from aare_lab.live import LiveRun
+    from aare_lab.sources import StreamSource
+
+    pedestal = train_pedestal(run.dark[:5], 5, progress=False)
+    with StreamSource(publisher.endpoints, frame_shape=run.dark.shape[1:]) as source:
+        with pytest.warns(DarkFrameWarning, match="from 5 dark frames"):
+            LiveRun(source, FinderSpec(n_pedestal=5), tmp_path, pedestal=pedestal,
+                    report=lambda line: None)
+        pedestal = train_pedestal(run.dark, N_DARK, progress=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DarkFrameWarning)
+            LiveRun(source, FinderSpec(n_pedestal=N_DARK), tmp_path, pedestal=pedestal,
+                    report=lambda line: None)
