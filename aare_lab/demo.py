@@ -2,7 +2,8 @@
 
 `run_demo` simulates dark and data frames, trains one pedestal, runs each finder from a
 copy of it, and measures what a beamline scientist would check first: how many clusters
-each finder found, whether the finders agree, where the Kα line sits and how wide it is,
+each finder found, whether the finders agree, where the Kα line sits and how wide it is
+(a Kα/Kβ doublet fit, `aare_lab.fit`, for a beam of two lines such as the default Cu),
 and whether the cluster count recovers the simulated photons. A finder this machine
 cannot run (cuda without CuPy or a GPU) is left out and the report says why.
 `save_demo` writes what a user looks at (the spectrum, a summary, per-frame counts) and,
@@ -23,7 +24,7 @@ from tqdm.auto import tqdm
 from ._version import __version__
 from .compare import compare
 from .finders import FINDERS, get_finder
-from .fit import PeakFit, fit_peak
+from .fit import PeakFit, fit_peak, line_energies, value_and_error
 from .gpu import GpuUnavailable
 from .pedestal import Pedestal
 from .pipeline import DARK_CHUNK
@@ -62,6 +63,14 @@ class DemoReport:
         return self.peak.position / self.detector.gain_adu_per_kev
 
     @property
+    def beta_ratio_simulated(self) -> float:
+        """The simulated Kβ/Kα intensity ratio (NaN unless the beam has two lines)."""
+        if len(self.beam.lines) != 2:
+            return float("nan")
+        (_, alpha), (_, beta) = sorted(self.beam.lines)
+        return beta / alpha
+
+    @property
     def photons_per_frame(self) -> float:
         """Simulated photons per frame."""
         return len(self.truth) / self.n_frames
@@ -86,18 +95,26 @@ class DemoReport:
                          f"{self.n_frames / sec:>9.0f}")
         lines += [f"{name:<8} skipped: {why}" for name, why in self.skipped.items()]
         lines += [f"agreement {row}" for row in self.agreement]
-        rel = 100 * (self.peak_kev / self.kalpha_kev - 1)
-        lines.append(
-            f"Kα peak ({self.reference}): {self.peak.position:.1f} ± "
-            f"{self.peak.position_err:.1f} ADU = {self.peak_kev:.3f} keV (simulated "
-            f"{self.kalpha_kev:.2f} keV, {rel:+.2f} %); FWHM {self.peak.fwhm:.1f} ADU, "
-            f"resolution {100 * self.peak.resolution:.1f} %")
+        lines.append(self._peak_line())
         found = self.clusters_per_frame(self.reference)
         lines.append(
             f"photons recovered: {found:.1f} clusters/frame for {self.photons_per_frame:.1f} "
             f"simulated photons/frame ({100 * (found / self.photons_per_frame - 1):+.1f} %, "
             "pile-up merges overlapping photons)")
         return "\n".join(lines)
+
+    def _peak_line(self) -> str:
+        peak = self.peak
+        rel = 100 * (self.peak_kev / self.kalpha_kev - 1)
+        text = (f"Kα peak ({self.reference}, {peak.model}): "
+                f"{value_and_error(peak.position, peak.position_err)} ADU = "
+                f"{self.peak_kev:.3f} keV (simulated {self.kalpha_kev:.2f} keV, {rel:+.2f} %); "
+                f"FWHM {value_and_error(peak.fwhm, peak.fwhm_err)} ADU, resolution "
+                f"{100 * peak.resolution:.1f} %")
+        if peak.lines is not None:
+            text += (f"; Kβ/Kα {value_and_error(peak.beta_ratio, peak.beta_ratio_err)} "
+                     f"(simulated {self.beta_ratio_simulated:.3f})")
+        return text
 
     def to_dict(self) -> dict:
         """The report as plain JSON-able data (what ``summary.json`` holds)."""
@@ -123,12 +140,18 @@ class DemoReport:
             "agreement": list(self.agreement),
             "kalpha": {
                 "finder": self.reference,
+                "model": self.peak.model,
                 "position_adu": self.peak.position,
                 "position_err_adu": self.peak.position_err,
                 "position_kev": self.peak_kev,
                 "simulated_kev": self.kalpha_kev,
                 "fwhm_adu": self.peak.fwhm,
+                "fwhm_err_adu": self.peak.fwhm_err,
                 "resolution": self.peak.resolution,
+                # NaN (not JSON) for one gaussian: None then.
+                "beta_ratio": _finite_or_none(self.peak.beta_ratio),
+                "beta_ratio_err": _finite_or_none(self.peak.beta_ratio_err),
+                "simulated_beta_ratio": _finite_or_none(self.beta_ratio_simulated),
             },
             "simulated_photons_per_frame": self.photons_per_frame,
         }
@@ -241,7 +264,8 @@ def save_demo(report: DemoReport, out: str | Path, *, full_results: bool = False
     # Every cluster on integer-aligned bins (the pile-up too), the energy axis in keV.
     spec = spectra(report.results, width=SPECTRUM_BIN_ADU)
     window = kalpha_window(report.results[report.reference], report.detector, report.beam)
-    figure = spectrum_plot(spec, fit_peaks(spec, window), gain=report.detector.gain_adu_per_kev)
+    fits = fit_peaks(spec, window, doublet_lines(report.beam))
+    figure = spectrum_plot(spec, fits, gain=report.detector.gain_adu_per_kev)
     paths = [out / name for name in ("spectrum.png", "summary.txt", "summary.json",
                                      "summary.nc")]
     figure.savefig(paths[0], dpi=120)
@@ -261,15 +285,31 @@ def save_demo(report: DemoReport, out: str | Path, *, full_results: bool = False
     return paths
 
 
+def doublet_lines(beam: Beam) -> tuple[float, float] | None:
+    """The Kα and Kβ energies of a beam of two lines (the default Cu), else None."""
+    return line_energies(sorted(beam.lines)) if len(beam.lines) == 2 else None
+
+
 def kalpha_window(result: xr.Dataset, detector: Detector, beam: Beam) -> tuple[float, float]:
-    """Fit window for the Kα line: 2.5 expected sigmas below it to 1 above, clear of Kβ."""
-    kalpha = beam.lines[0][0] * detector.gain_adu_per_kev
+    """Fit window for the Kα line, from the noise of a cluster's pixels: for a doublet
+    (`doublet_lines`) 3 expected sigmas below Kα to 3 above Kβ, else 2.5 below Kα to 1
+    above, clear of the other lines."""
+    lines = doublet_lines(beam)
     sigma = detector.noise_adu * np.sqrt(np.prod(result["window"].shape[1:]))
-    return kalpha - 2.5 * sigma, kalpha + sigma
+    if lines is None:
+        kalpha = beam.lines[0][0] * detector.gain_adu_per_kev
+        return kalpha - 2.5 * sigma, kalpha + sigma
+    kalpha, kbeta = (energy * detector.gain_adu_per_kev for energy in lines)
+    return kalpha - 3 * sigma, kbeta + 3 * sigma
 
 
 def kalpha_fit(result: xr.Dataset, detector: Detector, beam: Beam) -> PeakFit:
-    """Fit a gaussian on a line to the Kα peak of ``result``'s spectrum."""
+    """Fit the Kα peak of ``result``'s spectrum: the Kα/Kβ doublet for a beam of two lines,
+    else one gaussian (`aare_lab.fit.fit_peak`)."""
     spec = spectrum(result, width=SPECTRUM_BIN_ADU)
     return fit_peak(spec["energy"].to_numpy(), spec.to_numpy(),
-                    window=kalpha_window(result, detector, beam))
+                    window=kalpha_window(result, detector, beam), lines=doublet_lines(beam))
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if np.isfinite(value) else None

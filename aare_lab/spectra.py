@@ -12,7 +12,8 @@ from .fit import PeakFit, fit_peak
 from .labels import as_labelled
 from .results import spectrum
 
-_FIT_FIELDS = ("position", "position_err", "sigma", "sigma_err", "amplitude", "offset", "slope")
+_FIT_FIELDS = ("position", "position_err", "sigma", "sigma_err", "amplitude", "offset", "slope",
+               "beta_ratio", "beta_ratio_err")
 
 
 #: Run parameters of each spectrum, kept as coordinates over ``finder``.
@@ -110,8 +111,9 @@ def _reference(spectra: xr.DataArray, reference: str | None) -> str:
     return reference
 
 
-def fit_peaks(spectra: xr.DataArray, window: tuple[float, float] | None = None) -> xr.Dataset:
-    """Fit a gaussian on a linear background to each finder's spectrum.
+def fit_peaks(spectra: xr.DataArray, window: tuple[float, float] | None = None,
+              lines=None) -> xr.Dataset:
+    """Fit a gaussian, or a Kα/Kβ doublet, on a linear background to each finder's spectrum.
 
     Parameters
     ----------
@@ -120,13 +122,19 @@ def fit_peaks(spectra: xr.DataArray, window: tuple[float, float] | None = None) 
     window
         ``(low, high)`` energy range of the fit; default: around each spectrum's highest bin
         (see `aare_lab.fit.fit_peak`).
+    lines
+        None for one gaussian, or the Kα and Kβ energies in keV for the doublet (as for
+        `aare_lab.fit.fit_peak`).
 
     Returns
     -------
     xarray.Dataset
         Over ``finder``: ``position``, ``fwhm``, ``resolution`` (FWHM / position) and their
         ``*_err``, ``sigma``, ``amplitude``, ``offset``, ``slope``, ``window_lo``,
-        ``window_hi``; energies in the spectra's units (`spectrum_units`).
+        ``window_hi``, energies in the spectra's units (`spectrum_units`); ``beta_ratio``
+        (Kβ/Kα intensity) and its ``*_err``, ``alpha_line`` and ``beta_line`` (the line
+        energies, keV), all four NaN for one gaussian. For a doublet ``position``,
+        ``fwhm`` and ``resolution`` are Kα's.
 
     Raises
     ------
@@ -137,16 +145,19 @@ def fit_peaks(spectra: xr.DataArray, window: tuple[float, float] | None = None) 
     centres = spectra["energy"].to_numpy()
     for label in spectra["finder"].to_numpy():
         try:
-            fits.append(fit_peak(centres, spectra.sel(finder=label).to_numpy(), window))
+            fits.append(fit_peak(centres, spectra.sel(finder=label).to_numpy(), window, lines))
         except ValueError as err:
             raise ValueError(f"{label}: {err}") from None
     columns = {name: [getattr(f, name) for f in fits] for name in
                (*_FIT_FIELDS, "fwhm", "fwhm_err", "resolution", "resolution_err")}
     columns["window_lo"] = [f.window[0] for f in fits]
     columns["window_hi"] = [f.window[1] for f in fits]
+    for k, name in enumerate(("alpha_line", "beta_line")):
+        columns[name] = [np.nan if f.lines is None else f.lines[k] for f in fits]
     energy = spectrum_units(spectra)
     units = {"resolution": "1", "resolution_err": "1", "amplitude": "counts",
-             "offset": "counts", "slope": f"counts/{energy}"}
+             "offset": "counts", "slope": f"counts/{energy}", "beta_ratio": "1",
+             "beta_ratio_err": "1", "alpha_line": "keV", "beta_line": "keV"}
     return xr.Dataset({name: ("finder", np.asarray(values, float),
                               {"units": units.get(name, energy)})
                        for name, values in columns.items()},
@@ -156,5 +167,7 @@ def fit_peaks(spectra: xr.DataArray, window: tuple[float, float] | None = None) 
 def peak_fit(fits: xr.Dataset, label: str) -> PeakFit:
     """One finder's row of `fit_peaks` as a `aare_lab.fit.PeakFit` (to evaluate the curve)."""
     row = fits.sel(finder=label)
+    lines = (float(row["alpha_line"]), float(row["beta_line"]))
     return PeakFit(**{name: float(row[name]) for name in _FIT_FIELDS},
-                   window=(float(row["window_lo"]), float(row["window_hi"])))
+                   window=(float(row["window_lo"]), float(row["window_hi"])),
+                   lines=None if np.isnan(lines[0]) else lines)

@@ -262,6 +262,25 @@ def test_spectrum_view_in_kev_with_a_visible_fit():
     assert view.ratio_ax is None, "one spectrum has nothing to be compared with"
 
 
+def test_spectrum_view_draws_a_doublet_as_one_curve_with_its_kbeta_ratio():
+    rng = np.random.default_rng(8)
+    beta = rng.random(20000) < 0.13
+    energies = np.round(rng.normal(np.where(beta, 356.0, 322.0), 15.0))
+    spec = spectra([synthetic_result(energies)], width=2)
+    fits = fit_peaks(spec, window=(277, 401), lines=(8.05, 8.90))
+    view = SpectrumView(spec, fits, gain=40.0)
+    curve = view.artists["fit:frozen"]
+    assert curve.get_xdata()[0] == 277 / 40 and curve.get_xdata()[-1] == 401 / 40
+    # One curve over both lines: at Kβ it stands far above its mirror image below Kα,
+    # where a gaussian of Kα alone would be as high.
+    at_kbeta, at_mirror = np.interp(np.array([356, 2 * 322 - 356]) / 40, curve.get_xdata(),
+                                    curve.get_ydata())
+    assert at_kbeta > 2 * at_mirror
+    assert view.artists["peak:frozen"].get_xdata()[0] == float(fits["position"][0]) / 40
+    text = view.artists["annotation:frozen"].get_text()
+    assert text.startswith("frozen: Kα 8.0") and "keV, FWHM" in text and ", Kβ/Kα 0.1" in text
+
+
 def test_overlapping_spectra_are_told_apart():
     energies = np.arange(100.0, 200.0)
     view = SpectrumView(spectra({"a": synthetic_result(energies), "b": synthetic_result(energies)}))

@@ -60,6 +60,24 @@ def test_ten_thousand_frames_redraw_a_bounded_number_of_times(run, interactive):
     live.close()
 
 
+def test_lines_fit_the_kalpha_kbeta_doublet_and_say_so(run):
+    frames, dark = run
+    with pytest.raises(ValueError, match="lines must be the Kα and Kβ energies"):
+        LiveSpectrum(frames, dark, spec=FinderSpec("frozen"), lines=(8.90, 8.05),
+                     autostart=False)
+    live = LiveSpectrum(frames[:3000], dark, spec=FinderSpec("frozen"), bins=EDGES,
+                        gain=40.0, lines=Beam().lines, interactive=False)
+    live.wait_finished(timeout=300)
+    fits = live.latest.fits
+    assert float(fits["alpha_line"][0]) == 8.05 and float(fits["beta_line"][0]) == 8.90
+    assert float(fits["position"][0]) == pytest.approx(40 * 8.05, rel=0.01)
+    summary = live.summary()
+    assert "\nKα peak 8.0" in summary and "(Kα/Kβ doublet fit)" in summary
+    assert ", Kβ/Kα 0." in summary
+    assert "Kβ/Kα" in live._view.artists["annotation:frozen"].get_text()
+    live.close()
+
+
 def test_a_parameter_change_resets_the_spectrum_explicitly(run):
     frames, dark = run
     live = LiveSpectrum(frames[:1000], dark, spec=FinderSpec("frozen"), bins=EDGES,

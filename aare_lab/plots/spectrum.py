@@ -104,9 +104,10 @@ class SpectrumView(View):
         edges), with the edges as ``energy_lo``/``energy_hi``; the axis is in their
         ``units`` (ADU, or keV for calibrated results).
     fits
-        Peak fits from `aare_lab.spectra.fit_peaks`: each drawn over its spectrum, thick
-        and in a contrasting colour, its position as a dotted line, with position, FWHM
-        and resolution written in the corner.
+        Peak fits from `aare_lab.spectra.fit_peaks`: each drawn over its spectrum, thick,
+        dashed and in a contrasting colour (a Kα/Kβ doublet as one curve), its (Kα)
+        position as a dotted line, with position, FWHM and resolution (and a doublet's
+        Kβ/Kα intensity ratio) written in the corner.
     log
         Logarithmic count axis.
     ratio
@@ -256,8 +257,13 @@ class SpectrumView(View):
         unit = self.units
         pos, pos_err, fwhm, fwhm_err = (float(self._x(v)) for v in (
             fit.position, fit.position_err, fit.fwhm, fit.fwhm_err))
-        note.set_text(f"{label}: {value_and_error(pos, pos_err)} {unit}, FWHM "
-                      f"{value_and_error(fwhm, fwhm_err)} {unit} ({100 * fit.resolution:.2f} %)")
+        line, beta = "", ""
+        if fit.lines is not None:
+            line = "Kα "
+            beta = f", Kβ/Kα {value_and_error(fit.beta_ratio, fit.beta_ratio_err)}"
+        note.set_text(f"{label}: {line}{value_and_error(pos, pos_err)} {unit}, FWHM "
+                      f"{value_and_error(fwhm, fwhm_err)} {unit} ({100 * fit.resolution:.2f} %)"
+                      + beta)
 
     def _draw_ratio(self, spectra: xr.DataArray) -> None:
         ratio = spectrum_ratio(spectra, self.reference)

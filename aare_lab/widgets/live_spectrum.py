@@ -17,7 +17,7 @@ from ..capacity import TruncationError
 from ..clipping import refuse_clipping
 from ..dark_quality import assess_dark
 from ..finders import available_finders, get_finder
-from ..fit import value_and_error
+from ..fit import line_energies, value_and_error
 from ..live import DEFAULT_EDGES, DEFAULT_KEV_EDGES
 from ..params import parse_cluster_size
 from ..pedestal import Pedestal
@@ -98,6 +98,11 @@ class LiveSpectrum(InteractiveWidget):
     fit_window
         ``(low, high)`` in the spec's units for the peak fit (default: around the highest
         bin).
+    lines
+        For a source of known lines, the Kα and Kβ energies in keV (or
+        `aare_lab.simulate.Beam.lines`): the peak fit is then the Kα/Kβ doublet of
+        `aare_lab.fit`, and the Kα position and FWHM are not pulled up by Kβ. Default:
+        one gaussian.
     autostart
         Start consuming at once (else call `start`).
     interactive, max_hz
@@ -107,7 +112,8 @@ class LiveSpectrum(InteractiveWidget):
     def __init__(self, source, dark=None, *, pedestal: Pedestal | None = None,
                  spec: FinderSpec | None = None, bins: np.ndarray | None = None,
                  gain: float | None = None, chunk_frames: int | None = None,
-                 fit_window: tuple[float, float] | None = None, autostart: bool = True,
+                 fit_window: tuple[float, float] | None = None, lines=None,
+                 autostart: bool = True,
                  interactive: bool | None = None, max_hz: float = 4.0):
         # Set first: a widget refused here is still closed (ipywidgets' __del__), via stop().
         self._consumer: _Consumer | None = None
@@ -117,6 +123,8 @@ class LiveSpectrum(InteractiveWidget):
         if gain and spec.units != "ADU":
             raise ValueError(f"a calibrated spec gives energies in {spec.units} already: gain "
                              "converts ADU, leave it out")
+        # Checked here: on the worker a fit that cannot be made is only left out.
+        lines = None if lines is None else line_energies(lines)
         super().__init__(interactive=interactive, max_hz=max_hz)
         if dark is None and pedestal is None:
             raise ValueError("give dark frames (dark=...) or a trained pedestal (pedestal=...)")
@@ -125,7 +133,7 @@ class LiveSpectrum(InteractiveWidget):
         if bins is None:
             bins = DEFAULT_EDGES if spec.units == "ADU" else DEFAULT_KEV_EDGES
         self.edges = np.asarray(bins, float)
-        self.gain, self.fit_window = gain, fit_window
+        self.gain, self.fit_window, self.lines = gain, fit_window, lines
         self.chunk_frames = chunk_frames or get_finder(spec.finder).default_chunk_frames
         self._paused = threading.Event()
         self._spec = spec
@@ -429,13 +437,14 @@ class _Consumer:
                 now = time.perf_counter()
                 spectrum = self._spectrum(finder, counts, edges, frames, under, over, outside)
                 if now - last_fit > FIT_EVERY:
-                    fits, last_fit = _fit(spectrum, self._spec, w.fit_window), now
+                    fits, last_fit = _fit(spectrum, self._spec, w.fit_window, w.lines), now
                 self._publish(Snapshot(generation, spectrum, fits, frames, _dropped(w.source),
                                        _stream_counts(w.source),
                                        truncated, clusters, frames / max(now - started, 1e-9),
                                        frames / max(busy, 1e-9), False, self._spec))
             spectrum = self._spectrum(finder, counts, edges, frames, under, over, outside)
-            self._publish(Snapshot(generation, spectrum, _fit(spectrum, self._spec, w.fit_window),
+            self._publish(Snapshot(generation, spectrum,
+                                   _fit(spectrum, self._spec, w.fit_window, w.lines),
                                    frames, _dropped(w.source), _stream_counts(w.source),
                                    truncated, clusters,
                                    frames / max(time.perf_counter() - started, 1e-9),
@@ -569,11 +578,11 @@ def _stream_counts(source) -> dict[str, int] | None:
     return None if stats is None else stats.as_dict()
 
 
-def _fit(spectrum: xr.DataArray, spec: FinderSpec, window) -> xr.Dataset | None:
+def _fit(spectrum: xr.DataArray, spec: FinderSpec, window, lines) -> xr.Dataset | None:
     if spectrum.sum() < 100:
         return None
     try:
-        return fit_peaks(spectrum.expand_dims(finder=[spec.finder]), window)
+        return fit_peaks(spectrum.expand_dims(finder=[spec.finder]), window, lines)
     except ValueError:
         return None  # too few counts for a peak yet
 
@@ -598,8 +607,12 @@ def _stats_html(s: Snapshot, gain: float | None) -> str:
         scale, unit = (1 / gain, "keV") if gain else (1.0, s.spec.units)
         position = value_and_error(float(f["position"]) * scale,
                                    float(f["position_err"]) * scale)
-        text += (f"<br>peak {position} {unit}, FWHM {float(f['fwhm']) * scale:.3g} {unit} "
-                 f"({100 * float(f['resolution']):.1f} %)")
+        doublet = np.isfinite(float(f["beta_ratio"]))
+        text += (f"<br>{'Kα peak' if doublet else 'peak'} {position} {unit}, FWHM "
+                 f"{float(f['fwhm']) * scale:.3g} {unit} ({100 * float(f['resolution']):.1f} %)")
+        if doublet:
+            ratio = value_and_error(float(f["beta_ratio"]), float(f["beta_ratio_err"]))
+            text += f", Kβ/Kα {ratio} (Kα/Kβ doublet fit)"
     if s.frames_truncated:
         text += (f"<br><b>{s.frames_truncated:,}</b> frames truncated at "
                  f"max_clusters_per_frame={s.spec.max_clusters_per_frame}")
