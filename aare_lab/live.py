@@ -46,12 +46,10 @@ from .clipping import (
     clipped_text,
     counts_clipping,
 )
-from .dark_photons import DarkPhotonSample, IlluminatedDarkWarning
 from .dark_quality import assess_dark
 from .finders.base import ClusterBatch, Finder
-from .jungfrau import GainBitsTally, gain_bits_per_frame
 from .pedestal import Pedestal
-from .pipeline import check_photons, dark_frames_of, require_g0
+from .pipeline import DarkChecks
 from .readahead import read_ahead
 from .result_store import GROWING, ResultWriter
 from .results import counts_spectrum, window_energies, write_netcdf
@@ -192,8 +190,7 @@ class LiveRun:
         self._options = {**finder_options, "on_truncation": "warn"}
         self._pedestal = None if pedestal is None else pedestal.copy()
         self._dark_left = n_dark or 0
-        self._dark_gain_bits = GainBitsTally()
-        self._dark_photons = None  # a DarkPhotonSample once the first dark frame arrives
+        self._dark_checks = DarkChecks(source, spec.calibration is not None, n_dark)
         self.finder: Finder | None = None
         if self._pedestal is not None:
             self._make_finder(stacklevel=2)
@@ -277,22 +274,13 @@ class LiveRun:
             if self._pedestal is None:
                 self._pedestal = Pedestal(frames.shape[1:], self.spec.n_pedestal,
                                           self.spec.pedestal_dtype, self.spec.noise)
-                self._dark_photons = DarkPhotonSample(frames.shape[1:], self._dark_left)
             k = min(self._dark_left, len(numbers))
-            if self.spec.calibration is not None:
-                require_g0(chunk._replace(numbers=numbers[:k], frames=frames[:k]),
-                            self.source)
-            else:
-                self._dark_gain_bits.add(gain_bits_per_frame(frames[:k]))
+            self._dark_checks.add(chunk._replace(numbers=numbers[:k], frames=frames[:k]))
             self._pedestal.push_dark(frames[:k])
-            self._dark_photons.add(frames[:k])
             self._dark_left -= k
             numbers, frames = numbers[k:], frames[k:]
             if not self._dark_left:
-                self._dark_gain_bits.warn(dark_frames_of(self.source), stacklevel=3)
-                text = check_photons(self._pedestal, self._dark_photons, self.source)
-                if text is not None:
-                    warnings.warn(text, IlluminatedDarkWarning, stacklevel=3)
+                self._dark_checks.report(self._pedestal, stacklevel=3)
                 self._make_finder(stacklevel=3)
         if len(numbers):
             # A GPU finder takes at most its chunk_frames at a time.

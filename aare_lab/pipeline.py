@@ -100,36 +100,77 @@ def train_pedestal(dark, n_pedestal: int = 1000, *, dtype: str = "float64",
             f"{option}={n_pedestal} needed (record more dark frames or lower {option})"
         )
     pedestal = Pedestal(source.frame_shape, n_pedestal, dtype, noise)
-    gain_bits = GainBitsTally()
-    photons = DarkPhotonSample(source.frame_shape, source.n_frames)
+    checks = DarkChecks(source, g0_only, source.n_frames)
     with tqdm(total=source.n_frames, unit="frame", desc="pedestal", disable=not progress) as bar:
         for chunk in source.chunks(DARK_CHUNK):
-            if g0_only:
-                require_g0(chunk, source)
-            else:
-                gain_bits.add(gain_bits_per_frame(chunk.frames))
+            checks.add(chunk)
             pedestal.push_dark(chunk.frames)
-            photons.add(chunk.frames)
             bar.update(len(chunk.numbers))
     pedestal.require_ready()
-    found = ((check_photons(pedestal, photons, source), IlluminatedDarkWarning),
-             (gain_bits.take(dark_frames_of(source)), GainBitsWarning))
-    for text, category in found:
-        if text is not None and notes is not None:
-            notes.append(text)
-        elif text is not None:
-            warnings.warn(text, category, stacklevel=2)
+    checks.report(pedestal, notes, stacklevel=2)
     return pedestal
 
 
-def check_photons(pedestal: Pedestal, photons: DarkPhotonSample, source) -> str | None:
-    """Keep what ``photons`` found as the pedestal's ``dark_photons``; the text of an
-    `aare_lab.dark_photons.IlluminatedDarkWarning` for photon hits, naming ``source``, or
-    None."""
-    pedestal.dark_photons = photons.result()
-    if pedestal.dark_photons is None:
-        return None
-    return pedestal.dark_photons.warning(f"{source.describe()} (dark frames)")
+class DarkChecks:
+    """What training checks in dark frames as they go into a pedestal: that each pixel
+    reads G0 for a calibrated run, else how many pixels have gain bits; and photon hits in
+    a sample of them (`aare_lab.dark_photons`). `train_pedestal` and a live run that
+    trains on its stream (`aare_lab.live.LiveRun`) share it.
+
+    Parameters
+    ----------
+    source
+        The dark frames' source, named by the messages.
+    g0_only
+        Refuse any pixel whose gain bits are not G0's 00 (`require_g0`), rather than count
+        them.
+    n_frames
+        The dark frames that will be added, when known (`DarkPhotonSample`).
+    """
+
+    def __init__(self, source, g0_only: bool, n_frames: int | None):
+        self.source, self.g0_only, self._n_frames = source, g0_only, n_frames
+        self._gain_bits = GainBitsTally()
+        self._photons: DarkPhotonSample | None = None
+
+    def add(self, chunk) -> None:
+        """Check a chunk of dark frames before it is pushed.
+
+        Raises
+        ------
+        ValueError
+            With ``g0_only``, for a pixel outside G0.
+        """
+        if self.g0_only:
+            require_g0(chunk, self.source)
+        else:
+            self._gain_bits.add(gain_bits_per_frame(chunk.frames))
+        if self._photons is None:
+            self._photons = DarkPhotonSample(chunk.frames.shape[1:], self._n_frames)
+        self._photons.add(chunk.frames)
+
+    def report(self, pedestal: Pedestal, notes: list[str] | None = None,
+               stacklevel: int = 2) -> None:
+        """Keep the photon check as ``pedestal.dark_photons``, and warn of photon hits
+        (`IlluminatedDarkWarning`) and of pixels with gain bits (`GainBitsWarning`), or
+        put the texts into ``notes`` (as `train_pedestal` says).
+
+        Parameters
+        ----------
+        stacklevel
+            As for `warnings.warn`, counted from the caller.
+        """
+        photons = None if self._photons is None else self._photons.result()
+        pedestal.dark_photons = photons
+        found = ((None if photons is None else
+                  photons.warning(f"{self.source.describe()} (dark frames)"),
+                  IlluminatedDarkWarning),
+                 (self._gain_bits.take(dark_frames_of(self.source)), GainBitsWarning))
+        for text, category in found:
+            if text is not None and notes is not None:
+                notes.append(text)
+            elif text is not None:
+                warnings.warn(text, category, stacklevel=stacklevel + 1)
 
 
 def dark_frames_of(source) -> str:

@@ -331,10 +331,15 @@ class Finder(ABC):
         if self.gain_bits is not None:
             self.gain_bits.reset()
 
+    @property
+    def _counting_gain_bits(self) -> bool:
+        """Whether chunks are counted for gain bits: without a calibration, which alone
+        reads them, until this finder has warned about them (it never warns again)."""
+        return self.gain_bits is not None and not self._gain_bits_reported
+
     def _count_gain_bits(self, frames) -> None:
-        """Count the pixels of a chunk with gain bits, which only a calibration can read,
-        until this finder has warned about them: it never warns again."""
-        if self.gain_bits is not None and not self._gain_bits_reported:
+        """Count the pixels of a chunk with gain bits (`_counting_gain_bits`)."""
+        if self._counting_gain_bits:
             self.gain_bits.add(gain_bits_per_frame(frames))
 
     # --------------------------------------------------------------- helpers

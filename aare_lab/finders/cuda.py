@@ -284,7 +284,7 @@ class CudaFinder(Finder):
         copy and before its kernel: its frame slot is not reused before the count is done,
         no host pass over the frames competes with staging, and nothing waits; the counts
         are read after the run (`report_gain_bits`)."""
-        if self.gain_bits is None or self._gain_bits_reported:
+        if not self._counting_gain_bits:
             return
         compute = self._engine.compute
         with compute:

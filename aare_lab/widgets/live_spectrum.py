@@ -456,7 +456,8 @@ class _Consumer:
             self._stop.set()  # ends the read-ahead thread; the source stays open
 
     def _train(self) -> Pedestal:
-        """The pedestal of the widget's dark frames; their pixels with gain bits, a note."""
+        """The pedestal of the widget's dark frames; what training found in them (photons,
+        pixels with gain bits), a note."""
         dark = open_source(self.widget.dark)
         notes = []
         pedestal = train_pedestal_for(self._spec, dark,
