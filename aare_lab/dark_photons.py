@@ -55,7 +55,6 @@ a few frames between the sampled ones (every 9th of 1000) can be missed.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -169,24 +168,9 @@ class DarkPhotons:
                 f"{self.frames_with_hits} of {self._sample_text()}, at "
                 f"{self.pixels_with_hits} of {self.sampled_pixels} sampled pixels: {verdict}")
 
-    def warn(self, what: str, stacklevel: int = 2) -> bool:
-        """Warn (`IlluminatedDarkWarning`) if `illuminated`; return whether it did.
-
-        Parameters
-        ----------
-        what
-            How the message names the dark frames: a file, or ``"the dark frames"``.
-        stacklevel
-            As for `warnings.warn`, counted from the caller of this method.
-        """
-        text = self.warning(what)
-        if text is not None:
-            warnings.warn(text, IlluminatedDarkWarning, stacklevel=stacklevel + 1)
-        return text is not None
-
     def warning(self, what: str) -> str | None:
-        """The text of `warn`'s warning, or None if not `illuminated` (for a caller that
-        shows it rather than warns: a widget)."""
+        """The text of an `IlluminatedDarkWarning` naming the dark frames ``what`` (a file),
+        or None if not `illuminated` (training warns it, or hands it to a widget to show)."""
         return f"{what}: {self.summary()}. {ILLUMINATED_REMEDY}" if self.illuminated else None
 
 

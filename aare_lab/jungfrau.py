@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import functools
 import os
-import warnings
 
 import numpy as np
 import xarray as xr
@@ -190,13 +189,6 @@ class GainBitsTally:
             return None
         return (f"{pixels:,} pixels in {hit:,} of {n_frames:,} frames of {what} read above "
                 f"{ADC_MASK}, the 14-bit ADC range: {GAIN_BITS_REMEDY}")
-
-    def warn(self, what: str, stacklevel: int = 2) -> bool:
-        """Warn (`GainBitsWarning`) with `take`'s message, if any; return whether it did."""
-        message = self.take(what)
-        if message is not None:
-            warnings.warn(message, GainBitsWarning, stacklevel=stacklevel + 1)
-        return message is not None
 
 
 #: What a `GainBitsWarning` says after the counts: why it matters and what to do.
