@@ -5,7 +5,8 @@ MÖNCH03 frames (as in ``gpu_pipeline.py``) and each cluster size and window dty
 ``find`` from GPU memory and from a NumPy array, and, inside the same calls, the seconds the
 calling thread spends in each stage (wrappers around the methods, summed over the run):
 
-- ``wait_kernel``: waiting for a chunk's launch to finish (``FrozenEngine._fetch_meta``);
+- ``wait_kernel``: waiting for a chunk's launch, and the copies queued behind it, to finish
+  (``FrozenEngine._wait_fetched``);
 - ``collect``: the rest of ``FrozenEngine.collect`` (the compact clusters over PCIe into
   pinned buffers, the per-frame arrays);
 - ``sink_add``: copying a batch into the result's growing arrays with its energies
@@ -46,7 +47,7 @@ from aare_lab.parallel import _pool  # noqa: E402
 from aare_lab.simulate import Beam, Simulator  # noqa: E402
 
 N_PEDESTAL = 1000
-STAGES = {"wait_kernel": (engine_module.FrozenEngine, "_fetch_meta"),
+STAGES = {"wait_kernel": (engine_module.FrozenEngine, "_wait_fetched"),
           "collect": (engine_module.FrozenEngine, "collect"),
           "sink_add": (_assembly.MemorySink, "add"),
           "make_result": (_assembly.MemorySink, "result")}

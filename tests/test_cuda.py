@@ -142,6 +142,30 @@ def test_regions_that_overflow_are_repeated(runs):
 
 
 @pytest.mark.gpu
+def test_clusters_copied_behind_the_kernel_are_the_frozen_finders(runs, monkeypatch):
+    """Chunks that find more, then fewer clusters than the two before them: what was
+    copied behind each kernel (as many as those found), and the rest fetched when the
+    chunk is collected, give the frozen finder's result."""
+    from aare_lab.gpu.engine import FrozenEngine
+
+    dense, sparse = runs("moench"), runs("moench", photons=150)
+    frames = np.concatenate([sparse.frames[:16], dense.frames[:16], sparse.frames[16:32]])
+    seen = []
+    collect = FrozenEngine.collect
+
+    def spy(self, launch, *args, **kwargs):
+        out = collect(self, launch, *args, **kwargs)
+        seen.append((launch.prefetched, len(out.y)))
+        return out
+
+    monkeypatch.setattr(FrozenEngine, "collect", spy)
+    cpu, gpu, ped_cpu, ped_gpu = both(dense, "float32", (3, 3), frames=frames, chunk_frames=8)
+    assert_same(cpu, gpu, ped_cpu, ped_gpu)
+    assert any(0 < copied < found for copied, found in seen), seen
+    assert any(copied > found for copied, found in seen), seen
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_same_result_for_any_chunking_splitting_and_repetition(runs, dtype):
     run = runs("moench", 150)

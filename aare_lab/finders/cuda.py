@@ -24,6 +24,7 @@ from ..gpu.engine import FrozenEngine, Launch
 from ..gpu.feed import HOST_MEMORY, HostFeed
 from ..gpu.kernels import DEFAULT_BLOCK_THREADS
 from ..gpu.source import DeviceArraySource
+from ..parallel import parallel_repeat
 from ..results import energy_coords
 from ..sources import ArraySource, FrameSource
 from .base import ClusterBatch, Finder
@@ -83,6 +84,7 @@ class CudaFinder(Finder):
                                     labels=self._cm_labels, calibration=self._calibration)
         self._reconfigured()
         self._feed: HostFeed | None = None
+        self._frame_rows = [np.zeros(0, np.int64), np.zeros(0, np.int64)]
         self._synced: tuple[np.ndarray, np.ndarray] | None = None
 
     # ----------------------------------------------------------------- public
@@ -242,7 +244,7 @@ class CudaFinder(Finder):
                         frames, copied = feed.put(chunk.frames)
                     self._count_gain_bits_queued(frames, copied)
                     slots = self._map_slots(chunk.numbers, wanted) if wanted else None
-                    launch = engine.launch(frames, slots, wait=copied)
+                    launch = engine.launch(frames, slots, wait=copied, clusters=clusters)
                     if not on_device:
                         feed.read_by(launch.done)
                     pending.append((chunk.numbers, slots, launch))
@@ -270,14 +272,27 @@ class CudaFinder(Finder):
         # of the launch after next overwrites: the caller copies them before that.
         out = self._engine.collect(launch, clusters=clusters, copy=not borrow)
         numbers = np.asarray(numbers, np.int64)
+        cluster_frame = np.zeros(0, np.int64)
+        if clusters:
+            cluster_frame = parallel_repeat(
+                numbers, out.n_kept, self._cluster_frames(launch.slot, len(out.y))
+                if borrow else None)
         return ClusterBatch(
             frame_numbers=numbers, n_found=out.n_found, n_kept=out.n_kept,
-            cluster_frame=np.repeat(numbers, out.n_kept) if clusters else np.zeros(0, np.int64),
+            cluster_frame=cluster_frame,
             cluster_y=out.y, cluster_x=out.x,
             windows=out.windows, branch_maps=out.maps,
             branch_frames=numbers[slots >= 0] if slots is not None else np.zeros(0, np.int64),
             common_mode=out.common_mode, common_mode_pixels=out.common_mode_pixels,
             n_flagged=out.n_flagged)
+
+    def _cluster_frames(self, slot: int, rows: int) -> np.ndarray:
+        """A reused buffer of ``rows`` frame numbers for a borrowed batch of launch slot
+        ``slot``, valid as long as the engine's buffers it is borrowed with."""
+        held = self._frame_rows[slot]
+        if len(held) < rows:
+            held = self._frame_rows[slot] = np.empty(max(rows, 2 * len(held)), np.int64)
+        return held[:rows]
 
     def _count_gain_bits_queued(self, frames, copied) -> None:
         """`_count_gain_bits` of a chunk on the GPU, queued on the compute stream after its

@@ -40,6 +40,10 @@ _ATTR_SMS = 16
 #: Clusters a band's region holds at first, per frame of a chunk and per pixel of the band;
 #: MÖNCH beam data find about 1.3 % (3x3). Regions grow to what a chunk needed.
 INITIAL_REGION_DENSITY = 0.02
+#: Clusters copied to the host behind each kernel, as a multiple of the most that either
+#: of the last two chunks found; a chunk that finds more has the rest fetched when
+#: collected.
+PREFETCH_MARGIN = 1.1
 
 
 class ChunkOutput(NamedTuple):
@@ -60,7 +64,11 @@ class ChunkOutput(NamedTuple):
 
 
 class Launch(NamedTuple):
-    """A queued chunk: what `FrozenEngine.collect` needs to fetch or repeat it."""
+    """A queued chunk: what `FrozenEngine.collect` needs to fetch or repeat it.
+
+    ``fetched`` is the event of the copies queued behind the kernel (its counts, and its
+    first ``prefetched`` clusters into the slot's pinned buffers).
+    """
 
     slot: int
     n: int
@@ -68,6 +76,8 @@ class Launch(NamedTuple):
     map_slot: object
     maps: object
     done: object
+    fetched: object
+    prefetched: int
 
 
 class FrozenEngine:
@@ -136,7 +146,10 @@ class FrozenEngine:
             raise ValueError(f"the cuda finder's blocks do not fit on this GPU "
                              f"({self.shared} bytes of shared memory each); lower chunk_frames")
         self.compute = cp.cuda.Stream(non_blocking=True)
+        # Copies queued behind each kernel, and copies a collection waits for at once: on
+        # separate streams, so that the latter never wait for the next chunk's kernel.
         self.fetch = cp.cuda.Stream(non_blocking=True)
+        self.fetch_now = cp.cuda.Stream(non_blocking=True)
         with cuda_context("allocating the finder's GPU buffers"), self.compute:
             self._allocate()
         ny, nx = frame_shape
@@ -146,6 +159,7 @@ class FrozenEngine:
         self._outputs = [None, None]
         self._host = [None, None]
         self._launches = 0
+        self._found_rows = [0, 0]
         self.hist = None
         self._pixel = self._pixel_host = None
 
@@ -283,11 +297,17 @@ class FrozenEngine:
         return counts.get().astype(np.int64), parallel_copy(host)
 
     # ---------------------------------------------------------------- launches
-    def launch(self, frames, map_slot: np.ndarray | None, wait=None) -> Launch:
-        """Queue the frames ``(n, ny, nx)`` (a device array) on the compute stream.
+    def launch(self, frames, map_slot: np.ndarray | None, wait=None,
+               clusters: bool = False) -> Launch:
+        """Queue the frames ``(n, ny, nx)`` (a device array) on the compute stream, and
+        behind them the copy of what they find to the host.
 
         ``map_slot`` gives per frame its index in the chunk's branch maps, or -1 (None: no
-        maps); ``wait`` is an event the launch must wait for (the frames' copy).
+        maps); ``wait`` is an event the launch must wait for (the frames' copy). With
+        ``clusters`` the clusters are copied too, as many as the last chunks found (the
+        rest when collected), so that the copy runs while the host handles the previous
+        chunk's; their pinned buffers are then overwritten here, so a batch collected
+        without ``copy`` is used before the launch after next.
         """
         cp = self.cp
         n = int(frames.shape[0])
@@ -311,7 +331,12 @@ class FrozenEngine:
             self._run(frames, n, slot, self.s, self.s2, slot_dev, maps)
             done = cp.cuda.Event(disable_timing=True)
             done.record(self.compute)
-        return Launch(slot, n, frames, slot_dev, maps, done)
+            rows = 0
+            if clusters:
+                rows = min(int(max(self._found_rows) * PREFETCH_MARGIN),
+                           len(self._outputs[slot][1]))
+            fetched = self._queue_fetch(slot, done, rows)
+        return Launch(slot, n, frames, slot_dev, maps, done, fetched, rows)
 
     def collect(self, launch: Launch, clusters: bool = True, copy: bool = True) -> ChunkOutput:
         """Wait for a launch and bring its results to the host (the clusters only if asked).
@@ -323,22 +348,31 @@ class FrozenEngine:
         n, slot = launch.n, launch.slot
         with cuda_context(f"fetching the clusters of {n} frames from the GPU"):
             c = self.chunk_frames
-            meta = self._fetch_meta(launch)
+            meta = self._wait_fetched(launch)
+            prefetched = launch.prefetched
             if meta[2 * c + 1]:
                 self._repeat(launch)
                 meta = self._fetch_meta(launch)
+                prefetched = 0
             n_out = int(meta[2 * c])
+            self._found_rows[slot] = n_out
             n_found = meta[:n].copy()
             n_kept = meta[c:c + n].copy()
             wy, wx = self.cluster_size
             if clusters and n_out:
+                held = self._host[slot]
+                if held is None or len(held[0]) < n_out:
+                    prefetched = 0
                 host = self._host_buffers(slot, n_out)
-                for dst, src in zip(host, self._outputs[slot]):
-                    cp.cuda.runtime.memcpyAsync(dst.ctypes.data, src.data.ptr,
-                                                n_out * dst[0].nbytes,
-                                                cp.cuda.runtime.memcpyDeviceToHost,
-                                                self.fetch.ptr)
-                self.fetch.synchronize()
+                if n_out > prefetched:
+                    for dst, src in zip(host, self._outputs[slot]):
+                        row = dst[0].nbytes
+                        cp.cuda.runtime.memcpyAsync(dst.ctypes.data + prefetched * row,
+                                                    src.data.ptr + prefetched * row,
+                                                    (n_out - prefetched) * row,
+                                                    cp.cuda.runtime.memcpyDeviceToHost,
+                                                    self.fetch_now.ptr)
+                    self.fetch_now.synchronize()
                 windows, ys, xs = (parallel_copy(h[:n_out]) if copy else h[:n_out]
                                    for h in host)
             else:
@@ -356,14 +390,36 @@ class FrozenEngine:
         return ChunkOutput(n_found, n_kept, ys, xs, windows, maps, common, pixels, flagged)
 
     # --------------------------------------------------------------- helpers
+    def _queue_fetch(self, slot: int, done, rows: int):
+        """Queue on the fetch stream, behind ``done``, the copy of the slot's counts and of
+        its first ``rows`` clusters to the host; return the event of those copies."""
+        cp = self.cp
+        self.fetch.wait_event(done)
+        host = self.meta_host[slot]
+        cp.cuda.runtime.memcpyAsync(host.ctypes.data, self.meta[slot].data.ptr, host.nbytes,
+                                    cp.cuda.runtime.memcpyDeviceToHost, self.fetch.ptr)
+        if rows:
+            for dst, src in zip(self._host_buffers(slot, rows), self._outputs[slot]):
+                cp.cuda.runtime.memcpyAsync(dst.ctypes.data, src.data.ptr, rows * dst[0].nbytes,
+                                            cp.cuda.runtime.memcpyDeviceToHost, self.fetch.ptr)
+        fetched = cp.cuda.Event(disable_timing=True)
+        fetched.record(self.fetch)
+        return fetched
+
+    def _wait_fetched(self, launch: Launch) -> np.ndarray:
+        """Wait for the launch's kernel and the copies queued behind it; its counts."""
+        launch.fetched.synchronize()
+        return self.meta_host[launch.slot].copy()
+
     def _fetch_meta(self, launch: Launch) -> np.ndarray:
+        """The launch's counts, copied now (after a repeat of its chunk)."""
         cp = self.cp
         host = self.meta_host[launch.slot]
-        self.fetch.wait_event(launch.done)
+        self.fetch_now.wait_event(launch.done)
         cp.cuda.runtime.memcpyAsync(host.ctypes.data, self.meta[launch.slot].data.ptr,
                                     host.nbytes, cp.cuda.runtime.memcpyDeviceToHost,
-                                    self.fetch.ptr)
-        self.fetch.synchronize()
+                                    self.fetch_now.ptr)
+        self.fetch_now.synchronize()
         return host.copy()
 
     def _repeat(self, launch: Launch) -> None:
