@@ -1,5 +1,4 @@
-"""Host-memory work spread over a few threads: copies, repeats and row-wise passes over big
-arrays.
+"""Host-memory work spread over a few threads: copies and row-wise passes over big arrays.
 
 NumPy copies and reductions, and the compiled ``nogil`` functions, release the GIL, so the
 pieces of one large array run in parallel; one thread alone moves a fraction of the memory
@@ -15,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from . import result_memory
-from ._repeat import repeat_into
 
 
 #: Threads per pool, as measured on a 16-core host (benchmarks/fresh_memory.py): work that
@@ -107,27 +105,3 @@ def parallel_copy(src: np.ndarray, dst: np.ndarray | None = None, *,
     parallel_ranges(lambda a, b: np.copyto(flat_dst[a:b], flat_src[a:b]), flat_src.size,
                     flat_src.nbytes, pool=pool)
     return dst
-
-
-def parallel_repeat(values: np.ndarray, counts: np.ndarray, out: np.ndarray | None = None, *,
-                    pool: str = "default") -> np.ndarray:
-    """`numpy.repeat` of ``values`` by ``counts`` written into ``out`` (when None, a new
-    array from `aare_lab.result_memory`) by a few threads of ``pool``; return ``out``.
-
-    Raises
-    ------
-    ValueError
-        When ``out`` does not hold exactly ``counts.sum()`` values.
-    """
-    counts = np.asarray(counts, np.int64)
-    ends = np.cumsum(counts)
-    total = int(ends[-1]) if len(ends) else 0
-    if out is None:
-        out = result_memory.empty(total, values.dtype)
-    elif out.shape != (total,):
-        raise ValueError(f"parallel_repeat needs an output of {total} values, got {out.shape}")
-    starts = ends - counts
-    parallel_ranges(lambda a, b: repeat_into(values[a:b], counts[a:b],
-                                             out[starts[a]:ends[b - 1]]),
-                    len(values), out.nbytes, pool=pool)
-    return out

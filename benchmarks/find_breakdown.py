@@ -11,8 +11,13 @@ calling thread spends in each stage (wrappers around the methods, summed over th
   pinned buffers, the per-frame arrays);
 - ``sink_add``: copying a batch into the result's growing arrays with its energies
   (``MemorySink.add``);
+- ``launch``: queueing a chunk's kernel and the copies behind it (``FrozenEngine.launch``);
+- ``gain_count``: queueing the count of gain bits (``CudaFinder._count_gain_bits_queued``);
+- ``frame_numbers``: each cluster's frame number (``aare_lab._repeat.repeat``);
+- ``tally``: ``RunTally.add``; ``report``: the checks at the end (``Finder._report``);
+- ``to_host``: the pedestal back to the host (``CudaFinder._to_host``);
 - ``make_result``: building the Dataset (``MemorySink.result``);
-- ``other``: the rest (launches, staging hand-over, batch assembly, the tally).
+- ``other``: the rest (staging hand-over, batch assembly, the progress bar).
 
 Each ``find`` runs twice over: into fresh result memory (the pool of
 `aare_lab.result_memory` given back first, as in a process's first run) and into the memory
@@ -41,6 +46,7 @@ from cpu_finders import git_commit, write_record  # noqa: E402
 import aare_lab  # noqa: E402
 from aare_lab import Pedestal, result_memory  # noqa: E402
 from aare_lab.finders import CudaFinder, _assembly  # noqa: E402
+from aare_lab.finders import cuda as cuda_module  # noqa: E402
 from aare_lab.gpu import cupy_or_raise, device_info  # noqa: E402
 from aare_lab.gpu import engine as engine_module  # noqa: E402
 from aare_lab.parallel import _pool  # noqa: E402
@@ -49,8 +55,14 @@ from aare_lab.simulate import Beam, Simulator  # noqa: E402
 N_PEDESTAL = 1000
 STAGES = {"wait_kernel": (engine_module.FrozenEngine, "_wait_fetched"),
           "collect": (engine_module.FrozenEngine, "collect"),
+          "launch": (engine_module.FrozenEngine, "launch"),
+          "gain_count": (CudaFinder, "_count_gain_bits_queued"),
+          "frame_numbers": (cuda_module, "repeat"),
           "sink_add": (_assembly.MemorySink, "add"),
-          "make_result": (_assembly.MemorySink, "result")}
+          "tally": (_assembly.RunTally, "add"),
+          "make_result": (_assembly.MemorySink, "result"),
+          "report": (CudaFinder, "_report"),
+          "to_host": (CudaFinder, "_to_host")}
 
 
 class StageClock:

@@ -223,24 +223,6 @@ def test_parallel_ranges_cover_every_item_once(monkeypatch):
     executor.shutdown()
 
 
-@pytest.mark.parametrize("counts", [[3, 0, 5, 1, 0, 0, 7], [0, 0, 0], [], [4000] * 9])
-def test_parallel_repeat_is_numpy_repeat(monkeypatch, counts):
-    """Pieces of frames spread over threads, frames without clusters among them and at the
-    ends, into a given output or a new one; a wrong output size is refused."""
-    monkeypatch.setenv(aare_lab.parallel.THREADS_VARIABLE, "4")
-    monkeypatch.setattr(aare_lab.parallel, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(aare_lab.parallel, "_pools", {})
-    values = np.arange(100, 100 + len(counts), dtype=np.int64)
-    expected = np.repeat(values, counts)
-    np.testing.assert_array_equal(aare_lab.parallel.parallel_repeat(values, counts), expected)
-    out = np.full(len(expected), -1, np.int64)
-    assert aare_lab.parallel.parallel_repeat(values, counts, out) is out
-    np.testing.assert_array_equal(out, expected)
-    with pytest.raises(ValueError, match=f"output of {len(expected)} values"):
-        aare_lab.parallel.parallel_repeat(values, counts, np.empty(len(expected) + 1, np.int64))
-    aare_lab.parallel._pools["default"][0].shutdown()
-
-
 def test_pool_threads_default_per_pool_and_override(monkeypatch):
     from aare_lab.parallel import DEFAULT_MAX_THREADS, MAX_THREADS, THREADS_VARIABLE, pool_threads
 

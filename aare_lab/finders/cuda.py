@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
+from .._repeat import repeat
 from ..capacity import report_truncation, truncation_message
 from ..checks import positive_int
 from ..clipping import refuse_clipping
@@ -24,7 +25,6 @@ from ..gpu.engine import FrozenEngine, Launch
 from ..gpu.feed import HOST_MEMORY, HostFeed
 from ..gpu.kernels import DEFAULT_BLOCK_THREADS
 from ..gpu.source import DeviceArraySource
-from ..parallel import parallel_repeat
 from ..results import energy_coords
 from ..sources import ArraySource, FrameSource
 from .base import ClusterBatch, Finder
@@ -274,9 +274,9 @@ class CudaFinder(Finder):
         numbers = np.asarray(numbers, np.int64)
         cluster_frame = np.zeros(0, np.int64)
         if clusters:
-            cluster_frame = parallel_repeat(
-                numbers, out.n_kept, self._cluster_frames(launch.slot, len(out.y))
-                if borrow else None)
+            cluster_frame = repeat(numbers, out.n_kept,
+                                   self._cluster_frames(launch.slot, len(out.y))
+                                   if borrow else None)
         return ClusterBatch(
             frame_numbers=numbers, n_found=out.n_found, n_kept=out.n_kept,
             cluster_frame=cluster_frame,

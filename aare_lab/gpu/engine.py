@@ -3,8 +3,10 @@
 The engine owns everything a finder keeps on the GPU: the pedestal state, the scratch the
 kernel works in, two output slots (so that the clusters of one chunk travel to the host
 while the next chunk is computed), and the device spectra. `FrozenEngine.launch` queues one
-chunk on the compute stream and returns at once; `FrozenEngine.collect` waits for it and
-brings back only what was found.
+chunk on the compute stream, and behind its kernel the copy of its counts and of as many
+clusters as the last chunks found into the slot's pinned host buffers, and returns at once;
+so the copy runs while the host is still busy with the previous chunk's clusters.
+`FrozenEngine.collect` waits for those copies and fetches only what they missed.
 
 If a band of the frame finds more clusters in a chunk than its region holds, the kernel
 writes nothing out; `collect` then enlarges the regions to the counts the kernel reported
