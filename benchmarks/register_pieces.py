@@ -117,7 +117,6 @@ def feed_registered(cp, frames, chunk, slots, stream, piece, ahead, split=False)
     ready = [threading.Event() for _ in parts]
     finished: queue.Queue = queue.Queue()
     device = cp.cuda.Device().id
-
     freed = threading.Semaphore(ahead)
 
     def unregister():
@@ -153,7 +152,7 @@ def feed_registered(cp, frames, chunk, slots, stream, piece, ahead, split=False)
         releaser = threading.Thread(target=unregister, daemon=True)
         releaser.start()
     base = parts[0][0]
-    step = parts[0][1] if len(parts) > 1 else parts[0][1]
+    step = parts[0][1]
     last_piece_done = -1
     for k, a in enumerate(range(0, n, chunk)):
         part = frames[a:a + chunk]
