@@ -10,6 +10,7 @@ every pushed value moves the state by an exponential moving average over ``n_ped
 from __future__ import annotations
 
 import os
+from dataclasses import asdict, fields
 from typing import NamedTuple
 
 import numpy as np
@@ -17,12 +18,16 @@ import numpy as np
 from ._arith import rms_map, round_half_away_array, update_frame
 from ._version import __version__
 from .checks import positive_int
+from .dark_photons import DarkPhotons
 from .frames import as_frame_stack
 
 PEDESTAL_DTYPES = ("float64", "float32")
 NOISE_MODES = ("running", "fixed")
 #: The attribute that marks a pedestal file, and the version of its layout.
 FILE_MARK, FILE_VERSION = "aare_lab_pedestal", 1
+#: The file attributes that keep `Pedestal.dark_photons`: this prefix and each field.
+PHOTONS_PREFIX = "dark_photons_"
+DARK_PHOTON_FIELDS = tuple(field.name for field in fields(DarkPhotons))
 
 
 class PedestalNotReady(RuntimeError):
@@ -56,8 +61,8 @@ class Pedestal:
     ----------
     dark_photons
         What `aare_lab.train_pedestal` found checking its dark frames for photon hits
-        (`aare_lab.dark_photons.DarkPhotons`); None for dark frames pushed otherwise, too
-        few to check, or a pedestal loaded from a file (it is not saved).
+        (`aare_lab.dark_photons.DarkPhotons`), kept by `save` and `load`; None for dark
+        frames pushed otherwise, or too few to check.
 
     Examples
     --------
@@ -213,7 +218,8 @@ class Pedestal:
         The training sums, the trained state (``off``, ``s``, ``s2``, ``rms_fixed``) in the
         pedestal dtype, N, the frames pushed, the dtype, the noise mode and the frame
         shape are stored exactly, so a loaded pedestal goes on bit for bit as this one
-        would (also one saved while still training).
+        would (also one saved while still training); the photon check of its dark frames
+        (`dark_photons`) is kept as attributes ``dark_photons_<field>``.
 
         Parameters
         ----------
@@ -236,6 +242,9 @@ class Pedestal:
                  "dtype": self.dtype.name, "noise": self.noise,
                  "frame_shape": np.asarray(self.frame_shape, np.int64),
                  "aare_lab_version": __version__}
+        if self.dark_photons is not None:
+            attrs.update({f"{PHOTONS_PREFIX}{name}": value
+                          for name, value in asdict(self.dark_photons).items()})
         write_netcdf(xr.Dataset(data, attrs=attrs), path)
 
     @classmethod
@@ -267,6 +276,10 @@ class Pedestal:
                                           for name in ("off", "s", "s2"))
                 if ped.noise == "fixed":
                     ped.rms_fixed = np.array(ds["rms_fixed"], ped.dtype, order="C")
+            if any(PHOTONS_PREFIX + name in a for name in DARK_PHOTON_FIELDS):
+                # All of them or a KeyError: a file with some was edited or damaged.
+                ped.dark_photons = DarkPhotons(**{name: int(a[PHOTONS_PREFIX + name])
+                                                  for name in DARK_PHOTON_FIELDS})
         except KeyError as err:
             raise ValueError(f"{path} is an incomplete pedestal file: {err} is missing; "
                              f"{hint}") from None

@@ -4,9 +4,11 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from aare_lab import FinderSpec, Pedestal, load_result, save_result
+from aare_lab import (FinderSpec, IlluminatedDarkWarning, Pedestal, load_result, save_result,
+                      train_pedestal)
 from aare_lab.cli import main
-from aare_lab.simulate import Detector, simulate_run
+from aare_lab.dark_report import dark_report
+from aare_lab.simulate import Beam, Detector, Simulator, simulate_run
 
 N_PEDESTAL = 20
 
@@ -54,6 +56,31 @@ def test_a_pedestal_saved_while_training_finishes_training_the_same(run, tmp_pat
         ped.push_dark(run.dark[N_PEDESTAL - 3:])
     for key, value in original.state().items():
         np.testing.assert_array_equal(loaded.state()[key], value, err_msg=key)
+
+
+def test_the_photon_check_of_the_dark_frames_is_kept(tmp_path):
+    """A pedestal trained on dark frames with photons keeps what the check found through a
+    file, so that its dark report still says so; one pushed without a check keeps None; a
+    file with only some of the check's attributes is refused, naming the one missing."""
+    frames, _ = Simulator(Detector(frame_shape=(48, 40)), Beam(photons_per_frame=20),
+                          seed=2).frames(30)
+    with pytest.warns(IlluminatedDarkWarning):
+        original = train_pedestal(frames, 30, progress=False)
+    assert original.dark_photons is not None and original.dark_photons.illuminated
+    original.save(tmp_path / "lit.nc")
+    loaded = Pedestal.load(tmp_path / "lit.nc")
+    assert loaded.dark_photons == original.dark_photons
+    assert "the dark frames held photons" in repr(dark_report(loaded)).splitlines()[-1]
+    pushed = Pedestal((48, 40), 30)
+    pushed.push_dark(frames)
+    pushed.save(tmp_path / "pushed.nc")
+    assert Pedestal.load(tmp_path / "pushed.nc").dark_photons is None
+    with xr.open_dataset(tmp_path / "lit.nc") as ds:
+        damaged = ds.load()
+    del damaged.attrs["dark_photons_hits"]
+    damaged.to_netcdf(tmp_path / "damaged.nc")
+    with pytest.raises(ValueError, match="incomplete pedestal file: 'dark_photons_hits'"):
+        Pedestal.load(tmp_path / "damaged.nc")
 
 
 def test_a_result_file_is_not_a_pedestal(run, tmp_path):
