@@ -151,6 +151,34 @@ class PeakFit:
                                                             self.beta_ratio_err)))
         return rows
 
+    def summary(self, scale: float = 1.0, unit: str = "") -> str:
+        """The fit in one line, as the spectrum view and the live spectrum show it: the
+        peak's (Kα's) position and FWHM with their errors, the resolution and, for a
+        doublet, the Kβ/Kα intensity ratio.
+
+        Parameters
+        ----------
+        scale
+            Multiplies the energies (``1 / gain`` to show ADU fits in keV).
+        unit
+            The energies' unit, written after each.
+
+        Examples
+        --------
+        >>> fit = PeakFit(position=322.4, position_err=0.21, sigma=14.6, sigma_err=0.3,
+        ...               amplitude=1000.0, offset=0.0, slope=0.0, window=(270.0, 410.0))
+        >>> fit.summary(1 / 40, "keV")
+        'peak 8.0600 ± 0.0053 keV, FWHM 0.860 ± 0.018 keV (10.66 %)'
+        """
+        unit = f" {unit}" if unit else ""
+        text = (f"{'peak' if self.lines is None else 'Kα'} "
+                f"{value_and_error(self.position * scale, self.position_err * scale)}{unit}, "
+                f"FWHM {value_and_error(self.fwhm * scale, self.fwhm_err * scale)}{unit} "
+                f"({100 * self.resolution:.2f} %)")
+        if self.lines is not None:
+            text += f", Kβ/Kα {value_and_error(self.beta_ratio, self.beta_ratio_err)}"
+        return text
+
     def __str__(self) -> str:
         (_, model), *rows = self.rows()
         return f"{model}: " + ", ".join(f"{name} {value}" for name, value in rows)

@@ -72,9 +72,11 @@ def test_lines_fit_the_kalpha_kbeta_doublet_and_say_so(run):
     assert float(fits["alpha_line"][0]) == 8.05 and float(fits["beta_line"][0]) == 8.90
     assert float(fits["position"][0]) == pytest.approx(40 * 8.05, rel=0.01)
     summary = live.summary()
-    assert "\nKα peak 8.0" in summary and "(Kα/Kβ doublet fit)" in summary
-    assert ", Kβ/Kα 0." in summary
-    assert "Kβ/Kα" in live._view.artists["annotation:frozen"].get_text()
+    # One wording in the stats line and the figure's corner: Kα, its FWHM and the ratio.
+    line = summary.splitlines()[1]
+    assert line.startswith("Kα 8.0") and " keV, FWHM 0." in line and ", Kβ/Kα 0." in line
+    fit_text = line.removesuffix(" — finished")
+    assert live._view.artists["annotation:frozen"].get_text() == f"frozen: {fit_text}"
     live.close()
 
 

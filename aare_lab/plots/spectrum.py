@@ -14,7 +14,6 @@ from ..spectra import (
     spectrum_ratio_error,
     spectrum_units,
 )
-from ..fit import value_and_error
 from ..results import spectrum_edges
 from ._figure import figure_for
 from ._view import View
@@ -254,16 +253,7 @@ class SpectrumView(View):
         curve.set_data(self._x(energy), fit.evaluate(energy))
         peak.set_xdata([self._x(fit.position)] * 2)
         peak.set_visible(True)
-        unit = self.units
-        pos, pos_err, fwhm, fwhm_err = (float(self._x(v)) for v in (
-            fit.position, fit.position_err, fit.fwhm, fit.fwhm_err))
-        line, beta = "", ""
-        if fit.lines is not None:
-            line = "Kα "
-            beta = f", Kβ/Kα {value_and_error(fit.beta_ratio, fit.beta_ratio_err)}"
-        note.set_text(f"{label}: {line}{value_and_error(pos, pos_err)} {unit}, FWHM "
-                      f"{value_and_error(fwhm, fwhm_err)} {unit} ({100 * fit.resolution:.2f} %)"
-                      + beta)
+        note.set_text(f"{label}: {fit.summary(float(self._x(1.0)), self.units)}")
 
     def _draw_ratio(self, spectra: xr.DataArray) -> None:
         ratio = spectrum_ratio(spectra, self.reference)

@@ -17,7 +17,7 @@ from ..capacity import TruncationError
 from ..clipping import refuse_clipping
 from ..dark_quality import assess_dark
 from ..finders import available_finders, get_finder
-from ..fit import line_energies, value_and_error
+from ..fit import line_energies
 from ..live import DEFAULT_EDGES, DEFAULT_KEV_EDGES
 from ..params import parse_cluster_size
 from ..pedestal import Pedestal
@@ -26,7 +26,7 @@ from ..readahead import read_ahead
 from ..results import counts_spectrum, window_energies
 from ..sources import open_source
 from ..spec import FinderSpec
-from ..spectra import fit_peaks
+from ..spectra import fit_peaks, peak_fit
 from .base import InteractiveWidget
 from .controls import (
     N_SIGMA_MAX,
@@ -604,16 +604,9 @@ def _stats_html(s: Snapshot, gain: float | None) -> str:
                  f"{c['frames_incomplete']:,} incomplete, {c['messages_malformed']:,} "
                  "malformed")
     if s.fits is not None:
-        f = s.fits.isel(finder=0)
         scale, unit = (1 / gain, "keV") if gain else (1.0, s.spec.units)
-        position = value_and_error(float(f["position"]) * scale,
-                                   float(f["position_err"]) * scale)
-        doublet = np.isfinite(float(f["beta_ratio"]))
-        text += (f"<br>{'Kα peak' if doublet else 'peak'} {position} {unit}, FWHM "
-                 f"{float(f['fwhm']) * scale:.3g} {unit} ({100 * float(f['resolution']):.1f} %)")
-        if doublet:
-            ratio = value_and_error(float(f["beta_ratio"]), float(f["beta_ratio_err"]))
-            text += f", Kβ/Kα {ratio} (Kα/Kβ doublet fit)"
+        fit = peak_fit(s.fits, str(s.fits["finder"][0].item()))
+        text += f"<br>{fit.summary(scale, unit)}"
     if s.frames_truncated:
         text += (f"<br><b>{s.frames_truncated:,}</b> frames truncated at "
                  f"max_clusters_per_frame={s.spec.max_clusters_per_frame}")
