@@ -61,7 +61,8 @@ def test_repr_is_the_spec_then_the_last_run_in_one_line(run):
     n_found = controls.outcome.n_found
     spec5 = "frozen (float64, noise=running), nσ=5, 3x3, no cap"
     assert repr(controls).startswith(f"FinderControls({spec5}; last run: 40 frames in ")
-    assert repr(controls).endswith(f"n_found {n_found:,}, n_kept {n_found:,})")
+    fit = aare_lab.spectra.peak_fit(controls.outcome.fits, "frozen").summary(1.0, "ADU")
+    assert repr(controls).endswith(f"n_found {n_found:,}, n_kept {n_found:,}; {fit})")
     controls.set(n_sigma=4)
     controls.ui.drain()  # the new value reaches the graph: the re-run is submitted
     # While it runs, the old spec is the last run's, not the controls'.
@@ -100,6 +101,39 @@ def test_changing_n_sigma_reruns_and_updates_the_same_artists(run, interactive):
     np.testing.assert_array_equal(values, aare_lab.spectrum(expected).to_numpy())
     assert not np.array_equal(edges, first_edges)
     controls.close()
+
+
+def test_the_peak_fit_follows_every_run(run, interactive):
+    """The doublet fit of each run's spectrum is drawn, written in the figure's corner and
+    the repr, in keV with a gain, and follows a change of nσ; a run with too few clusters
+    for a peak shows none, without an error."""
+    frames, dark = run
+    controls = make(run, interactive, gain=40.0, lines=Beam().lines)
+    for n_sigma in (5.0, 6.0):
+        controls.set(n_sigma=n_sigma)
+        controls.wait()
+        # On the bins of the run's spectrum (ADU; the view's are in keV).
+        edges = aare_lab.results.spectrum_edges(controls.outcome.spectrum)
+        shown = aare_lab.spectrum(offline(frames, dark, n_sigma=n_sigma), bins=edges)
+        expected = aare_lab.spectra.fit_peaks(shown.expand_dims(finder=["frozen"]),
+                                              lines=Beam().lines)
+        fits = controls.outcome.fits
+        for name in ("position", "fwhm", "beta_ratio", "alpha_line"):
+            assert float(fits[name][0]) == pytest.approx(float(expected[name][0]), rel=1e-9)
+        summary = aare_lab.spectra.peak_fit(fits, "frozen").summary(1 / 40, "keV")
+        assert summary.startswith("Kα 8.") and ", Kβ/Kα " in summary
+        view = controls._spectrum_view
+        assert view.artists["annotation:frozen"].get_text() == f"frozen: {summary}"
+        assert view.artists["fit:frozen"].get_xdata().size > 0
+        assert repr(controls).endswith(f"; {summary})")
+    controls.close()
+    few = FinderControls(frames[:2], dark, spec=FinderSpec("frozen"), interactive=False)
+    few.wait()
+    assert few.error is None and few.outcome.fits is None
+    assert few._spectrum_view.artists["annotation:frozen"].get_text() == ""
+    few.close()
+    with pytest.raises(ValueError, match="lines must be the Kα and Kβ energies"):
+        FinderControls(frames, dark, lines=(8.9, 8.05), interactive=False)
 
 
 def test_every_control_maps_to_the_spec(run, interactive):

@@ -8,10 +8,12 @@ import numpy as np
 from ..checks import positive_int
 from ..clipping import refuse_clipping
 from ..finders import FINDERS, available_finders
+from ..fit import line_energies
 from ..params import parse_cluster_size
 from ..pedestal import NOISE_MODES, PEDESTAL_DTYPES
 from ..spec import FinderSpec
 from ..results import spectrum, spectrum_edges
+from ..spectra import peak_fit, spectrum_units
 from .base import InteractiveWidget
 from .controls import (
     N_SIGMA_MAX,
@@ -22,7 +24,7 @@ from .controls import (
     size_text,
 )
 from .graph import Input, Node, ViewNode
-from .run import FinderRunner, RunOutcome, spec_text
+from .run import FinderRunner, RunOutcome, fit_or_none, spec_text
 
 
 class FinderControls(InteractiveWidget):
@@ -57,6 +59,14 @@ class FinderControls(InteractiveWidget):
         nσ, caps or pedestals are compared on the same bins (clusters outside are counted).
     gain
         ADU per keV, for an energy axis in keV.
+    fit_window
+        ``(low, high)`` in the spectrum's units for the peak fit drawn over every run's
+        spectrum (default: around the highest bin); the fit follows each run, so that the
+        position and resolution show what nσ, cluster size or pedestal do to the peak.
+    lines
+        For a source of known lines, the Kα and Kβ energies in keV (or
+        `aare_lab.simulate.Beam.lines`): the fit is then the Kα/Kβ doublet of
+        `aare_lab.fit`. Default: one gaussian.
     interactive, max_hz
         As for `aare_lab.widgets.base.InteractiveWidget`.
 
@@ -74,7 +84,9 @@ class FinderControls(InteractiveWidget):
     def __init__(self, frames, dark=None, *, pedestal=None, spec: FinderSpec | None = None,
                  preview_frames: int | None = None, clusters: bool = True,
                  bins: np.ndarray | None = None, gain: float | None = None,
+                 fit_window: tuple[float, float] | None = None, lines=None,
                  interactive: bool | None = None, max_hz: float = 4.0):
+        lines = None if lines is None else line_energies(lines)
         if spec is not None:
             refuse_clipping(spec.window_dtype, "FinderControls", "find() the clusters")
         super().__init__(interactive=interactive, max_hz=max_hz)
@@ -91,7 +103,7 @@ class FinderControls(InteractiveWidget):
         # The bins each cluster size's first run picked, without ``bins``.
         self._picked_bins: dict[tuple[int, int], np.ndarray] = {}
         self.keep_clusters = clusters
-        self.gain = gain
+        self.gain, self.fit_window, self.lines = gain, fit_window, lines
 
         # Every finder is offered: picking cuda without a GPU says what to install.
         self.finder = widgets.Dropdown(options=list(FINDERS), value=spec.finder,
@@ -191,7 +203,10 @@ class FinderControls(InteractiveWidget):
         if outcome is None:
             return [spec_text(self.spec)]
         ran = "" if outcome.spec == self.spec else f" ({spec_text(outcome.spec)})"
-        return [spec_text(self.spec), f"last run{ran}: {outcome.figures()}", *self.notes]
+        fit = [] if outcome.fits is None else \
+            [peak_fit(outcome.fits, outcome.spec.finder).summary(*self._fit_scale())]
+        return [spec_text(self.spec), f"last run{ran}: {outcome.figures()}", *fit,
+                *self.notes]
 
     def set(self, **values) -> None:
         """Set controls as a user would: ``finder``, ``n_sigma``, ``cluster_size``,
@@ -245,7 +260,15 @@ class FinderControls(InteractiveWidget):
                 spectrum(outcome.result, bins=picked)
             self._picked_bins.setdefault(spec.cluster_size, spectrum_edges(shown))
             outcome = outcome._replace(spectrum=shown)
-        return outcome
+        return outcome._replace(fits=fit_or_none(outcome.spectrum, spec.finder,
+                                                 self.fit_window, self.lines))
+
+    def _fit_scale(self) -> tuple[float, str]:
+        """What the fit's energies are multiplied by, and their unit, as the view shows
+        them."""
+        if self.gain:
+            return 1 / self.gain, "keV"
+        return 1.0, spectrum_units(self.outcome.spectrum)
 
     def describe(self, task) -> str:
         """The status text: which finder ran, how long, how fast, what it found."""
@@ -261,7 +284,8 @@ class FinderControls(InteractiveWidget):
         from ..plots import SpectrumView
 
         if self._spectrum_view is None:
-            self._spectrum_view = SpectrumView(outcome.spectrum, fig=self.spectrum_host.figure,
+            self._spectrum_view = SpectrumView(outcome.spectrum, outcome.fits,
+                                               fig=self.spectrum_host.figure,
                                                ratio=False, gain=self.gain)
         else:
-            self._spectrum_view.update(outcome.spectrum)
+            self._spectrum_view.update(outcome.spectrum, outcome.fits)

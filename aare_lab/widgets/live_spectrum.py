@@ -26,7 +26,7 @@ from ..readahead import read_ahead
 from ..results import counts_spectrum, window_energies
 from ..sources import open_source
 from ..spec import FinderSpec
-from ..spectra import fit_peaks, peak_fit
+from ..spectra import peak_fit
 from .base import InteractiveWidget
 from .controls import (
     N_SIGMA_MAX,
@@ -38,7 +38,7 @@ from .controls import (
 )
 from .graph import Input, ViewNode
 from .loop import stop_at_exit, wait_until
-from .run import default_n_pedestal
+from .run import default_n_pedestal, fit_or_none
 
 #: Seconds between peak fits on the consumer thread.
 FIT_EVERY = 0.5
@@ -437,14 +437,16 @@ class _Consumer:
                 now = time.perf_counter()
                 spectrum = self._spectrum(finder, counts, edges, frames, under, over, outside)
                 if now - last_fit > FIT_EVERY:
-                    fits, last_fit = _fit(spectrum, self._spec, w.fit_window, w.lines), now
+                    fits = fit_or_none(spectrum, self._spec.finder, w.fit_window, w.lines)
+                    last_fit = now
                 self._publish(Snapshot(generation, spectrum, fits, frames, _dropped(w.source),
                                        _stream_counts(w.source),
                                        truncated, clusters, frames / max(now - started, 1e-9),
                                        frames / max(busy, 1e-9), False, self._spec))
             spectrum = self._spectrum(finder, counts, edges, frames, under, over, outside)
             self._publish(Snapshot(generation, spectrum,
-                                   _fit(spectrum, self._spec, w.fit_window, w.lines),
+                                   fit_or_none(spectrum, self._spec.finder, w.fit_window,
+                                               w.lines),
                                    frames, _dropped(w.source), _stream_counts(w.source),
                                    truncated, clusters,
                                    frames / max(time.perf_counter() - started, 1e-9),
@@ -577,15 +579,6 @@ def _stream_counts(source) -> dict[str, int] | None:
     """The counts of a detector stream (`aare_lab.sources.StreamSource`), else None."""
     stats = getattr(source, "stats", None)
     return None if stats is None else stats.as_dict()
-
-
-def _fit(spectrum: xr.DataArray, spec: FinderSpec, window, lines) -> xr.Dataset | None:
-    if spectrum.sum() < 100:
-        return None
-    try:
-        return fit_peaks(spectrum.expand_dims(finder=[spec.finder]), window, lines)
-    except ValueError:
-        return None  # too few counts for a peak yet
 
 
 def _stats_html(s: Snapshot, gain: float | None) -> str:
