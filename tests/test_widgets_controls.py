@@ -109,9 +109,11 @@ def test_the_peak_fit_follows_every_run(run, interactive):
     for a peak shows none, without an error."""
     frames, dark = run
     controls = make(run, interactive, gain=40.0, lines=Beam().lines)
+    positions = []
     for n_sigma in (5.0, 6.0):
         controls.set(n_sigma=n_sigma)
         controls.wait()
+        assert controls.outcome.spec.n_sigma == n_sigma
         # On the bins of the run's spectrum (ADU; the view's are in keV).
         edges = aare_lab.results.spectrum_edges(controls.outcome.spectrum)
         shown = aare_lab.spectrum(offline(frames, dark, n_sigma=n_sigma), bins=edges)
@@ -126,6 +128,8 @@ def test_the_peak_fit_follows_every_run(run, interactive):
         assert view.artists["annotation:frozen"].get_text() == f"frozen: {summary}"
         assert view.artists["fit:frozen"].get_xdata().size > 0
         assert repr(controls).endswith(f"; {summary})")
+        positions.append(float(fits["position"][0]))
+    assert positions[0] != positions[1]  # 6σ keeps other windows: the fit moved with it
     controls.close()
     few = FinderControls(frames[:2], dark, spec=FinderSpec("frozen"), interactive=False)
     few.wait()

@@ -268,8 +268,9 @@ class CudaFinder(Finder):
 
     def _batch(self, numbers: np.ndarray, slots: np.ndarray | None, launch: Launch,
                clusters: bool, borrow: bool) -> ClusterBatch:
-        # Borrowed clusters are views of the engine's pinned buffers, which the collection
-        # of the launch after next overwrites: the caller copies them before that.
+        # Borrowed clusters are views of the engine's pinned buffers, which the copies
+        # queued behind the launch after next overwrite, and that launch is queued when
+        # the caller asks for the next batch: the caller copies them before that.
         out = self._engine.collect(launch, clusters=clusters, copy=not borrow)
         numbers = np.asarray(numbers, np.int64)
         cluster_frame = np.zeros(0, np.int64)

@@ -344,7 +344,8 @@ class FrozenEngine:
         """Wait for a launch and bring its results to the host (the clusters only if asked).
 
         Without ``copy`` the clusters are views of the slot's pinned host buffers, valid
-        until the next collection of a launch of the same slot (the launch after next).
+        until the launch after next is queued (its copies behind the kernel overwrite
+        them, `launch`).
         """
         cp = self.cp
         n, slot = launch.n, launch.slot
@@ -505,6 +506,9 @@ class FrozenEngine:
             self.s[...] = start_s
             self.s2[...] = start_s2
             self.compute.synchronize()
+            # Copies behind uncollected launches may still be writing pinned buffers that
+            # the pool would hand out again once dropped.
+            self.fetch.synchronize()
 
     def warmup(self) -> None:
         """Launch the kernel once on scratch state, so that loading it costs no later call."""

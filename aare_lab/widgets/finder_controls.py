@@ -60,9 +60,10 @@ class FinderControls(InteractiveWidget):
     gain
         ADU per keV, for an energy axis in keV.
     fit_window
-        ``(low, high)`` in the spectrum's units for the peak fit drawn over every run's
-        spectrum (default: around the highest bin); the fit follows each run, so that the
-        position and resolution show what nσ, cluster size or pedestal do to the peak.
+        ``(low, high)`` in the spec's units (ADU, also with ``gain``; keV for a calibrated
+        spec) for the peak fit drawn over every run's spectrum (default: around the
+        highest bin); the fit follows each run, so that the position and resolution show
+        what nσ, cluster size or pedestal do to the peak.
     lines
         For a source of known lines, the Kα and Kβ energies in keV (or
         `aare_lab.simulate.Beam.lines`): the fit is then the Kα/Kβ doublet of
@@ -204,7 +205,7 @@ class FinderControls(InteractiveWidget):
             return [spec_text(self.spec)]
         ran = "" if outcome.spec == self.spec else f" ({spec_text(outcome.spec)})"
         fit = [] if outcome.fits is None else \
-            [peak_fit(outcome.fits, outcome.spec.finder).summary(*self._fit_scale())]
+            [peak_fit(outcome.fits, outcome.spec.finder).summary(*self._fit_scale(outcome))]
         return [spec_text(self.spec), f"last run{ran}: {outcome.figures()}", *fit,
                 *self.notes]
 
@@ -263,12 +264,12 @@ class FinderControls(InteractiveWidget):
         return outcome._replace(fits=fit_or_none(outcome.spectrum, spec.finder,
                                                  self.fit_window, self.lines))
 
-    def _fit_scale(self) -> tuple[float, str]:
+    def _fit_scale(self, outcome: RunOutcome) -> tuple[float, str]:
         """What the fit's energies are multiplied by, and their unit, as the view shows
         them."""
         if self.gain:
             return 1 / self.gain, "keV"
-        return 1.0, spectrum_units(self.outcome.spectrum)
+        return 1.0, spectrum_units(outcome.spectrum)
 
     def describe(self, task) -> str:
         """The status text: which finder ran, how long, how fast, what it found."""
