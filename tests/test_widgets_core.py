@@ -270,3 +270,46 @@ def test_repr_is_the_state_in_one_line_and_jupyter_still_shows_the_widget():
     finally:
         w.close()
     assert repr(Doubler.__new__(Doubler)) == "Doubler(not built)"
+
+
+class Failing(Doubler):
+    """A widget whose constructor raises after the base was built."""
+
+    def __init__(self):
+        super().__init__(interactive=False)
+        self.base_built = True
+        raise ValueError("a bad argument")
+
+
+class Buggy(Doubler):
+    """A built widget whose state_lines has a bug."""
+
+    def __init__(self):
+        super().__init__(interactive=False)
+
+    def state_lines(self):
+        return [self.no_such_state]
+
+
+def test_repr_tells_a_half_built_widget_from_a_bug_in_a_built_one(monkeypatch):
+    """A subclass whose constructor raised after its base's returned is "not built"; the
+    AttributeError of a built widget's own state_lines is raised, not hidden."""
+    made = []
+    original = InteractiveWidget.__init__
+
+    def keep(self, *args, **kwargs):
+        made.append(self)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(InteractiveWidget, "__init__", keep)
+    with pytest.raises(ValueError, match="a bad argument"):
+        Failing()
+    (failed,) = made
+    assert failed.base_built and repr(failed) == "Failing(not built)"
+    failed.close()
+    buggy = Buggy()
+    try:
+        with pytest.raises(AttributeError, match="no_such_state"):
+            repr(buggy)
+    finally:
+        buggy.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from contextlib import contextmanager
 
@@ -13,6 +14,23 @@ from .graph import Task
 from .loop import DEFAULT_MAX_HZ, Pump, UiLoop, Worker, wait_until
 
 
+def _marks_built(cls):
+    """Have ``cls``'s constructor mark an instance built (``_built``) when the constructor
+    of the instance's own class returns, so that `InteractiveWidget.__repr__` of one whose
+    constructor raised says so without hiding the errors of a built one."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def init_and_mark(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        if type(self).__init__ is init_and_mark:  # the outermost constructor
+            self._built = True
+
+    cls.__init__ = init_and_mark
+    return cls
+
+
+@_marks_built
 class InteractiveWidget(widgets.VBox):
     """A widget box that computes on a worker and draws on the UI thread.
 
@@ -26,6 +44,11 @@ class InteractiveWidget(widgets.VBox):
     max_hz
         Redraws per second at most.
     """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            _marks_built(cls)
 
     def __init__(self, *, interactive: bool | None = None, max_hz: float = DEFAULT_MAX_HZ):
         super().__init__()
@@ -100,11 +123,11 @@ class InteractiveWidget(widgets.VBox):
     def __repr__(self) -> str:
         """The widget's state in one line, for ``print`` and plain consoles; Jupyter still
         shows the widget itself (ipywidgets' ``_repr_mimebundle_``)."""
-        try:
-            running, parts, error = self.busy, self.state_lines(), self.error
-        except AttributeError:  # its __init__ raised before the state existed
+        if not getattr(self, "_built", False):  # its constructor raised, or still runs
             return f"{type(self).__name__}(not built)"
-        parts = (["running"] if running else []) + parts + ([f"error: {error}"] if error else [])
+        parts = self.state_lines()
+        parts = (["running"] if self.busy else []) + parts + \
+            ([f"error: {self.error}"] if self.error else [])
         return f"{type(self).__name__}({'; '.join(part for part in parts if part)})"
 
     def state_lines(self) -> list[str]:
