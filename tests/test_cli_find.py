@@ -24,6 +24,7 @@ def run_files(tmp_path_factory):
     np.save(folder / "dark.npy", dark)
     np.save(folder / "frames.npy", frames)
     np.save(folder / "all.npy", np.concatenate([dark, frames]))
+    np.savez(folder / "run.npz", dark=dark, data=frames)
     with h5py.File(folder / "run.h5", "w") as f:
         f["/entry/dark"] = dark
         f["/entry/data"] = frames
@@ -65,6 +66,23 @@ def test_find_from_hdf5_with_branch_maps(run_files, tmp_path):
     np.testing.assert_array_equal(result["branch_frame"], [3, 5])
     want = expected(dark, frames, FrozenFinder, n_sigma=5.0)
     np.testing.assert_array_equal(result["y"], want["y"])
+
+
+def test_find_takes_the_arrays_of_one_npz_file_by_name(run_files, tmp_path, capsys):
+    """``file.npz:member`` picks each array of a file holding dark and data frames; the
+    file alone is refused with the names to give."""
+    folder, dark, frames = run_files
+    npz = folder / "run.npz"
+    out = tmp_path / "z.nc"
+    assert main(["find", "--dark", f"{npz}:dark", "--frames", f"{npz}:data", "--n-pedestal",
+                 "30", "--threads", "1", "--out", str(out), "--quiet"]) == 0
+    want = expected(dark, frames, FrozenFinder, n_sigma=5.0)
+    for key in ("frame_number", "y", "x", "window"):
+        np.testing.assert_array_equal(load_result(out)[key], want[key])
+    assert main(["find", "--dark", f"{npz}:dark", "--frames", str(npz), "--n-pedestal", "30",
+                 "--out", str(tmp_path / "no.nc"), "--quiet"]) == 1
+    assert f"holds the arrays ['dark', 'data']: choose the frames, e.g. '{npz}:dark'" \
+        in capsys.readouterr().err
 
 
 def test_find_with_dark_frames_at_the_start_of_the_file(run_files, tmp_path):

@@ -355,7 +355,8 @@ def test_hdf5_without_dataset_lists_the_stacks(tmp_path):
 
 def test_npz_key(tmp_path):
     np.savez(tmp_path / "two.npz", dark=FRAMES[:2], data=FRAMES[2:], frame_numbers=NUMBERS)
-    with pytest.raises(ValueError, match=r"\['dark', 'data', 'frame_numbers'\].*key="):
+    with pytest.raises(ValueError, match=r"\['dark', 'data', 'frame_numbers'\]: choose the "
+                       r"frames, e\.g\. '.*two\.npz:dark' \(key='dark' in Python\)"):
         open_source(tmp_path / "two.npz")
     with pytest.raises(ValueError, match=r"no array 'light'.*\['dark', 'data'"):
         open_source(tmp_path / "two.npz", key="light")
@@ -365,6 +366,16 @@ def test_npz_key(tmp_path):
     np.testing.assert_array_equal(
         open_source(tmp_path / "two.npz", key="data", frame_numbers=[4, 5, 6, 7, 8]).read().frames,
         FRAMES[2:])
+    # The spec's form of key=, as a command line gives it.
+    named = open_source(f"{tmp_path / 'two.npz'}:data", frame_numbers=[4, 5, 6, 7, 8])
+    np.testing.assert_array_equal(named.read().frames, FRAMES[2:])
+    assert named.describe().endswith("two.npz' [data]")
+    with pytest.raises(ValueError, match=r"no array 'light'"):
+        open_source(f"{tmp_path / 'two.npz'}:light")
+    with pytest.raises(ValueError, match=r"names its member already: leave out key='dark'"):
+        open_source(f"{tmp_path / 'two.npz'}:data", key="dark")
+    with pytest.raises(FileNotFoundError, match="gone.npz"):
+        open_source(f"{tmp_path / 'gone.npz'}:data")
 
 
 @pytest.mark.parametrize("numbers, error, message", [

@@ -17,7 +17,8 @@ def register(subparsers) -> None:
                     "(with the number of dark frames that would keep it within bounds), and "
                     "the photon hits in a sample of the dark frames (the beam on).")
     parser.add_argument("dark", metavar="DARK",
-                        help="dark frames: .npy, .npz, file.h5:/dataset or a master file")
+                        help="dark frames: .npy, .npz (file.npz:member), file.h5:/dataset "
+                             "or a master file")
     parser.add_argument("--n-pedestal", type=positive_int, metavar="N",
                         help="train on the first N frames (default: all of them)")
     parser.add_argument("--n-sigma", type=positive_float, default=5.0,

@@ -27,8 +27,9 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "find", help="find clusters in frames and write the result netCDF",
         description="Train a pedestal on dark frames, find clusters in the data frames and "
-                    "write the result Dataset as netCDF. Sources: .npy, .npz, "
-                    "file.h5:/dataset, or an slsDetector master file.",
+                    "write the result Dataset as netCDF. Sources: .npy, .npz "
+                    "(file.npz:member for one of several arrays), file.h5:/dataset, or an "
+                    "slsDetector master file.",
     )
     parser.add_argument("--dark", help="dark frames (give one of --dark, --n-dark and "
                                        "--pedestal)")

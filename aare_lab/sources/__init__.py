@@ -49,12 +49,15 @@ __all__ = [
 ]
 
 SUPPORTED = (
-    "a NumPy array, a FrameSource, or a file: 'frames.npy', 'frames.npz', "
+    "a NumPy array, a FrameSource, or a file: 'frames.npy', 'frames.npz' (or "
+    "'frames.npz:member'), "
     "'file.h5:/path/to/dataset' (also .hdf5, .nxs), or an slsDetector master file "
     "'run_master_0.json' (or .raw)"
 )
 
 _HDF5 = re.compile(r"(?P<file>.*\.(?:h5|hdf5|nxs))(?::(?P<dataset>.+))?", re.IGNORECASE)
+#: ``frames.npz:member``: one array of an ``.npz`` file (the spec's form of ``key=``).
+_NPZ_MEMBER = re.compile(r"(?P<file>.*\.npz):(?P<member>[^/\\:]+)", re.IGNORECASE)
 
 
 def open_source(spec, *, key: str | None = None, frame_numbers=None) -> FrameSource:
@@ -64,10 +67,11 @@ def open_source(spec, *, key: str | None = None, frame_numbers=None) -> FrameSou
     ----------
     spec
         A NumPy array (2-D frame or 3-D stack), a `FrameSource` (returned as it is), or a
-        path: ``.npy``, ``.npz``, ``file.h5:/dataset`` (``.hdf5``, ``.nxs``), or an
-        slsDetector master file ``*_master_*.json`` or ``*.raw``.
+        path: ``.npy``, ``.npz`` (``file.npz:member`` for one of several arrays),
+        ``file.h5:/dataset`` (``.hdf5``, ``.nxs``), or an slsDetector master file
+        ``*_master_*.json`` or ``*.raw``.
     key
-        The member of an ``.npz`` file that holds the frames.
+        The member of an ``.npz`` file that holds the frames (as ``file.npz:member``).
     frame_numbers
         One unique integer per frame, for arrays, ``.npy``, ``.npz`` and HDF5 files; for
         HDF5 also the path of a dataset in the same file. Raw files and sources carry
@@ -99,6 +103,10 @@ def open_source(spec, *, key: str | None = None, frame_numbers=None) -> FrameSou
         return NpySource(text, frame_numbers)
     if lower.endswith(".npz"):
         return NpzSource(text, key, frame_numbers)
+    if member := _NPZ_MEMBER.fullmatch(text):
+        if key is not None:
+            raise ValueError(f"{text!r} names its member already: leave out key={key!r}")
+        return NpzSource(member["file"], member["member"], frame_numbers)
     if hdf5 := _HDF5.fullmatch(text):
         _refuse_options(text, key=key)
         return _open_hdf5(hdf5["file"], hdf5["dataset"], frame_numbers)

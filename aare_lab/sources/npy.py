@@ -99,7 +99,8 @@ class NpzSource(ArraySource):
             if key is None:
                 if len(candidates) != 1:
                     raise ValueError(
-                        f"'{self.path}' holds the arrays {npz.files}: choose the frames with key="
+                        f"'{self.path}' holds the arrays {npz.files}: choose the frames, "
+                        f"e.g. '{self.path}:{candidates[0]}' (key='{candidates[0]}' in Python)"
                     )
                 key = candidates[0]
             elif key not in npz.files:
