@@ -2,7 +2,10 @@
 # On the GPU machine (see README "GPU"): install the carried wheels, run the GPU tests
 # against the installed wheel (so the shipped kernels are the ones tested), then the GPU
 # benchmark. Logs and results go to $OUT (default ./out).
-#   usage: bash benchmarks/device_run.sh [tests|bench|live|disk|variants|breakdown|profile|all] [options...]
+#   usage: bash benchmarks/device_run.sh [tests|bench|live|disk|variants|breakdown|ab|profile|all] [options...]
+# ab: find_breakdown.py (this tree's script) on an older tree's wheel, carried in .whl/old/
+# (AARE_LAB_OLD_COMMIT names it), and on this one, alternately, twice each, one process
+# each, on the same machine: a before/after of find() that one host's noise cannot fake.
 set -uo pipefail
 what=${1:-all}; shift || true
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,6 +43,20 @@ if [[ $what == breakdown ]]; then
     # where the time of find() into the result Dataset goes, stage by stage
     (cd /tmp && python3 "$repo/benchmarks/find_breakdown.py" --out "$out" "$@" 2>&1 \
         | tee -a "$out/find_breakdown.log") || status=1
+fi
+if [[ $what == ab ]]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site_old "$repo"/.whl/old/aare_lab-*.whl || exit 1
+    for round in 1 2; do
+        for tree in old new; do
+            if [[ $tree == old ]]; then path=/tmp/site_old:/tmp/site commit=${AARE_LAB_OLD_COMMIT:-old}
+            else path=/tmp/site commit=${AARE_LAB_COMMIT:-new}; fi
+            echo "== round $round: $tree ($commit)"
+            (cd /tmp && AARE_LAB_COMMIT=$commit PYTHONPATH=$path python3 \
+                "$repo/benchmarks/find_breakdown.py" --out "$out" "$@" 2>&1 \
+                | tee -a "$out/find_breakdown_ab.log") || status=1
+        done
+    done
 fi
 if [[ $what == profile ]]; then
     # Nsight Compute on one warm launch of the shipped kernel (float32, 3x3).

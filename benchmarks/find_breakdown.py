@@ -53,7 +53,10 @@ from aare_lab.parallel import _pool  # noqa: E402
 from aare_lab.simulate import Beam, Simulator  # noqa: E402
 
 N_PEDESTAL = 1000
-STAGES = {"wait_kernel": (engine_module.FrozenEngine, "_wait_fetched"),
+# A stage's methods in order of preference: the first the installed tree has is timed, so
+# that the script times older trees too (`device_run.sh ab`); a stage none of whose
+# methods exists is left out (None in the record).
+STAGES = {"wait_kernel": (engine_module.FrozenEngine, ("_wait_fetched", "_fetch_meta")),
           "collect": (engine_module.FrozenEngine, "collect"),
           "launch": (engine_module.FrozenEngine, "launch"),
           "gain_count": (CudaFinder, "_count_gain_bits_queued"),
@@ -69,11 +72,16 @@ class StageClock:
     """Seconds spent in each of `STAGES` on the calling thread, while installed."""
 
     def __init__(self):
-        self.seconds = dict.fromkeys(STAGES, 0.0)
+        self.seconds = {}
         self._saved = []
 
     def __enter__(self):
-        for name, (cls, attr) in STAGES.items():
+        for name, (cls, attrs) in STAGES.items():
+            attr = next((a for a in ((attrs,) if isinstance(attrs, str) else attrs)
+                         if hasattr(cls, a)), None)
+            if attr is None:
+                continue
+            self.seconds[name] = 0.0
             original = getattr(cls, attr)
             self._saved.append((cls, attr, original))
             setattr(cls, attr, self._timed(name, original))
