@@ -47,6 +47,7 @@ from .clipping import (
     counts_clipping,
 )
 from .dark_quality import assess_dark
+from .fit import line_energies
 from .finders.base import ClusterBatch, Finder
 from .pedestal import Pedestal
 from .pipeline import DarkChecks
@@ -55,6 +56,7 @@ from .result_store import GROWING, ResultWriter
 from .results import counts_spectrum, window_energies, write_netcdf
 from .sources.base import counts_text
 from .spec import FinderSpec
+from .spectra import fit_or_none, peak_fit
 
 #: The default ``(low, high, width)`` of a live spectrum's bins in each unit of energy.
 DEFAULT_BINNING = {"ADU": (0, 2000, 10), "keV": (0.0, 50.0, 0.1)}
@@ -143,6 +145,12 @@ class LiveRun:
         either way and its outputs are written first.
     calibration_name
         How messages name the spec's calibration (the CLI: its file).
+    fit_window, lines
+        The peak fit that each status line ends with, as for
+        `aare_lab.widgets.LiveSpectrum`: ``(low, high)`` in the spec's units (default:
+        around the highest bin), and the Kα and Kβ energies in keV for the doublet
+        (default: one gaussian). Nothing is written while no peak fits
+        (`aare_lab.spectra.fit_or_none`).
     **finder_options
         Passed to the finder (``threads``...).
 
@@ -172,7 +180,9 @@ class LiveRun:
                  edges: np.ndarray | None = None, clusters: bool = False,
                  interval: float = 2.0, duration: float | None = None,
                  report: Callable[[str], None] = print, on_truncation: str = "warn",
-                 calibration_name: str = "the calibration", **finder_options):
+                 calibration_name: str = "the calibration",
+                 fit_window: tuple[float, float] | None = None, lines=None,
+                 **finder_options):
         if (pedestal is None) == (n_dark is None):
             raise ValueError("give a trained pedestal or n_dark frames to train on, not both")
         if n_dark is not None and n_dark < spec.n_pedestal:
@@ -182,6 +192,8 @@ class LiveRun:
         self.edges = np.asarray(fixed_edges(units=spec.units) if edges is None else edges,
                                 float)
         self.calibration_name = calibration_name
+        self.fit_window = checked_fit_window(fit_window)
+        self.lines = None if lines is None else line_energies(lines)
         if on_truncation not in ON_TRUNCATION:
             raise ValueError(f"on_truncation must be 'warn' or 'error', got {on_truncation!r}")
         self.interval, self.duration, self.report = interval, duration, report
@@ -362,8 +374,12 @@ class LiveRun:
         line = status_line(now - self._started, rate, stream, self.n_clusters, spectrum)
         if self.spec.calibration is not None:
             line += f"; {self.n_flagged:,} pixels flagged"
-        self.report(line + (f", {self.truncated:,} frames over the cap" if self.truncated
-                            else ""))
+        if self.truncated:
+            line += f", {self.truncated:,} frames over the cap"
+        fits = fit_or_none(spectrum, self.spec.finder, self.fit_window, self.lines)
+        if fits is not None:
+            line += f"; {peak_fit(fits, self.spec.finder).summary(1.0, self.spec.units)}"
+        self.report(line)
         return counts
 
 
@@ -398,6 +414,23 @@ class ClusterFile:
         """Close the file, marked complete or not (it keeps what was written either way)."""
         if self._writer is not None:
             self._writer.close(complete)
+
+
+def checked_fit_window(window) -> tuple[float, float] | None:
+    """A peak fit's ``(low, high)`` as floats, or None.
+
+    Raises
+    ------
+    ValueError
+        Unless both are finite and ``low < high``: a bad window would only ever give no
+        fit, silently.
+    """
+    if window is None:
+        return None
+    low, high = (float(v) for v in window)
+    if not (np.isfinite(low) and np.isfinite(high) and low < high):
+        raise ValueError(f"the fit window must be (low, high) with low < high, got {window!r}")
+    return low, high
 
 
 def status_line(elapsed: float, rate: float, counts: dict[str, int], clusters: int,

@@ -164,6 +164,39 @@ def fit_peaks(spectra: xr.DataArray, window: tuple[float, float] | None = None,
                       coords={"finder": spectra["finder"].to_numpy()})
 
 
+#: Clusters a spectrum needs before `fit_or_none` fits its peak.
+MIN_FIT_COUNTS = 100
+
+
+def fit_or_none(spectrum: xr.DataArray, label: str, window: tuple[float, float] | None = None,
+                lines=None) -> xr.Dataset | None:
+    """`fit_peaks` of one spectrum (over ``energy``) as finder ``label``, or None while it
+    holds fewer than `MIN_FIT_COUNTS` clusters or no peak fits yet (also a fit whose
+    position or FWHM error is not finite or exceeds the FWHM): for spectra that are still
+    filling (a live run, a widget), where that is no error.
+
+    Examples
+    --------
+    >>> from aare_lab.results import counts_spectrum
+    >>> from aare_lab.spec import FinderSpec
+    >>> empty = counts_spectrum(np.zeros(20, np.int64), np.arange(21.0), FinderSpec(), 0, 0, 0)
+    >>> fit_or_none(empty, "frozen") is None
+    True
+    """
+    if spectrum.sum() < MIN_FIT_COUNTS:
+        return None
+    try:
+        fits = fit_peaks(spectrum.expand_dims(finder=[label]), window, lines)
+    except ValueError:
+        return None
+    # On a flat or piled-up spectrum the fit "finds" a peak it cannot place: errors that
+    # could not be estimated, or wider than the peak itself.
+    width = fits["fwhm"].to_numpy()
+    placed = all(np.isfinite(fits[name].to_numpy()).all() and
+                 (fits[name].to_numpy() < width).all() for name in ("position_err", "fwhm_err"))
+    return fits if placed else None
+
+
 def peak_fit(fits: xr.Dataset, label: str) -> PeakFit:
     """One finder's row of `fit_peaks` as a `aare_lab.fit.PeakFit` (to evaluate the curve)."""
     row = fits.sel(finder=label)

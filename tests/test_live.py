@@ -15,7 +15,8 @@ from cli_process import CliProcess
 from aare_lab import FinderSpec, load_result
 from aare_lab.cli import main
 from aare_lab.live import fixed_edges
-from aare_lab.simulate import Detector, simulate_run
+from aare_lab.simulate import Beam, Detector, simulate_run
+from aare_lab.spectra import fit_peaks, peak_fit
 from aare_lab.streamsim import StreamPublisher
 
 N_DARK = 30
@@ -116,9 +117,33 @@ def test_stop_at_end_gives_what_find_gives_offline(run, offline, publisher, tmp_
     output = capsys.readouterr().out
     assert "live: the stream ended; 40 data frames" in output
     assert output.count("processed") >= 3  # periodic status lines
+    # 200 photons in a frame of 48x40 pixels pile up: no peak, and no fit is shown.
+    assert "FWHM" not in output
     stats = assert_same_as_offline(tmp_path, result, 40, N_DARK + 1)
     assert stats == {"frames_received": 70, "frames_processed": 70, "frames_lost": 0,
                      "frames_incomplete": 0, "frames_dropped": 0, "messages_malformed": 0}
+
+
+def test_status_lines_end_with_the_peak_fit(publisher, tmp_path, capsys):
+    """A sparse beam: each status line ends with the Kα/Kβ fit of the spectrum written
+    with it (``--lines``)."""
+    sparse = simulate_run(n_dark=N_DARK, n_frames=60, detector=Detector(frame_shape=(48, 40)),
+                          beam=Beam(photons_per_frame=15), seed=6)
+
+    def send():
+        publisher.send_frames(sparse.dark)
+        publisher.send_frames(sparse.frames)
+        publisher.end_acquisition()
+
+    assert live_here(publisher, tmp_path, send, "--n-dark", str(N_DARK), "--n-pedestal",
+                     str(N_DARK), "--stop-at-end", "--lines", "8.05", "8.90") == 0
+    output = capsys.readouterr().out
+    spectrum = xr.load_dataarray(tmp_path / "spectrum.nc")
+    fits = fit_peaks(spectrum.expand_dims(finder=["frozen"]), lines=(8.05, 8.90))
+    fit = peak_fit(fits, "frozen").summary(1.0, "ADU")
+    assert fit.startswith("Kα 3") and ", Kβ/Kα " in fit  # Cu Kα at 40 ADU/keV: 322 ADU
+    last = [line for line in output.splitlines() if "frames/s" in line][-1]
+    assert last.endswith(f"; {fit}")
 
 
 def test_sigint_writes_everything_processed(run, offline, publisher, tmp_path):
@@ -161,6 +186,11 @@ def test_bad_options_are_refused_before_connecting(tmp_path, capsys):
                  "--energy-range", "0", "1005"]) == 2
     assert ("--energy-range, --bin-width: the energy range 0..1005 ADU must be a positive "
             "multiple of the bin width 10") in capsys.readouterr().err
+    for option, message in ((["--lines", "8.90", "8.05"], "--lines: lines must be"),
+                            (["--fit-window", "400", "200"], "--fit-window: the fit window")):
+        assert main(["live", "tcp://127.0.0.1:1", "--n-dark", "10", "--out", str(tmp_path),
+                     *option]) == 2
+        assert message in capsys.readouterr().err
 
 
 def test_a_live_run_on_too_few_dark_frames_warns(run, publisher, tmp_path):

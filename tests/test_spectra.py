@@ -4,8 +4,16 @@ import numpy as np
 import pytest
 
 import aare_lab
-from aare_lab.simulate import Simulator
-from aare_lab.spectra import fit_peaks, peak_fit, spectra, spectrum_ratio, spectrum_ratio_error
+from aare_lab.live import fixed_edges
+from aare_lab.simulate import Detector, Simulator, simulate_run
+from aare_lab.spectra import (
+    fit_or_none,
+    fit_peaks,
+    peak_fit,
+    spectra,
+    spectrum_ratio,
+    spectrum_ratio_error,
+)
 from compare_cases import synthetic_result
 
 POSITION, SIGMA = 320.0, 12.0
@@ -56,6 +64,24 @@ def test_peak_fit_recovers_the_line(peak):
     fit = peak_fit(fits, "frozen")
     assert fit.position == float(row["position"]) and fit.window == (250.0, 390.0)
     assert fit.evaluate([fit.position])[0] == pytest.approx(fit.amplitude + fit.offset)
+
+
+def test_fit_or_none_fits_a_peak_and_nothing_else(peak):
+    """A spectrum still filling, or flat, has no peak to show: None, where fit_peaks
+    would raise or report a "peak" it cannot place; a peak is fitted as fit_peaks does."""
+    one = spectra([synthetic_result(peak)], bins=200, range=(100, 500)).sel(finder="frozen")
+    fits = fit_or_none(one, "frozen", (250, 390))
+    assert float(fits["position"][0]) == float(fit_peaks(one.expand_dims(finder=["frozen"]),
+                                                         window=(250, 390))["position"][0])
+    assert fit_or_none(one * 0, "frozen") is None  # no clusters yet
+    # 200 photons per frame of 48x40 pixels pile up: no peak, and the doublet fit around
+    # the highest bin returns one it cannot place (errors not finite).
+    run = simulate_run(n_dark=30, n_frames=40, detector=Detector(frame_shape=(48, 40)), seed=5)
+    piled = aare_lab.spectrum(aare_lab.find_clusters(run.frames, run.dark, n_pedestal=30,
+                                                     progress=False), bins=fixed_edges())
+    unplaced = fit_peaks(piled.expand_dims(finder=["frozen"]), lines=(8.05, 8.90))
+    assert not np.isfinite(float(unplaced["position_err"][0]))
+    assert fit_or_none(piled, "frozen", lines=(8.05, 8.90)) is None
 
 
 def test_failed_fit_names_the_finder():

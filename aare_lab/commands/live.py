@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 
 from ..finders import get_finder
-from ..live import LiveRun, fixed_edges
+from ..fit import line_energies
+from ..live import LiveRun, checked_fit_window, fixed_edges
 from .options import (
     add_calibration_option,
     add_finder_options,
@@ -67,6 +68,13 @@ def register(subparsers) -> None:
     parser.add_argument("--bin-width", type=positive_float, default=None, metavar="WIDTH",
                         help="bin width: whole ADU (default 10), or keV with --calibration "
                              "(default 0.1)")
+    parser.add_argument("--lines", type=positive_float, nargs=2, metavar=("E_ALPHA", "E_BETA"),
+                        help="the source's Kα and Kβ energies in keV (e.g. 8.05 8.90 for Cu): "
+                             "the peak fit at the end of each status line is then the "
+                             "Kα/Kβ doublet (default: one gaussian)")
+    parser.add_argument("--fit-window", type=float, nargs=2, metavar=("LOW", "HIGH"),
+                        help="the energy range of that fit, in ADU (keV with --calibration); "
+                             "default: around the spectrum's highest bin")
     parser.add_argument("--incomplete", choices=("skip", "mask"), default="skip",
                         help="frames with lost packets: skip them (default) or find clusters "
                              "with their missing pixels masked")
@@ -83,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
     spec = calibrated(finder_spec(args), args.calibration)
     with usage_of("--energy-range, --bin-width"):
         edges = fixed_edges(*args.energy_range, args.bin_width, units=spec.units)
+    with usage_of("--lines"):
+        lines = None if args.lines is None else line_energies(args.lines)
+    with usage_of("--fit-window"):
+        checked_fit_window(args.fit_window)
     pedestal = None
     if args.pedestal is not None:
         pedestal, spec = load_pedestal(args.pedestal, spec, args.calibration)
@@ -95,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
                        edges=edges, clusters=args.clusters, interval=args.interval,
                        duration=args.duration, on_truncation=args.on_truncation,
                        report=lambda line: print(line, flush=True),
-                       calibration_name=f"the calibration in {args.calibration}", **options)
+                       calibration_name=f"the calibration in {args.calibration}",
+                       fit_window=args.fit_window, lines=lines, **options)
         print(f"live: {source.describe()} with the {spec.finder} finder, energies in "
               f"{spec.units}; writing to {args.out}/ every {args.interval:g} s", flush=True)
         with stop_on_signals(live.stop):

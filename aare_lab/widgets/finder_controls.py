@@ -13,7 +13,7 @@ from ..params import parse_cluster_size
 from ..pedestal import NOISE_MODES, PEDESTAL_DTYPES
 from ..spec import FinderSpec
 from ..results import spectrum, spectrum_edges
-from ..spectra import peak_fit, spectrum_units
+from ..spectra import fit_or_none, peak_fit, spectrum_units
 from .base import InteractiveWidget
 from .controls import (
     N_SIGMA_MAX,
@@ -24,7 +24,7 @@ from .controls import (
     size_text,
 )
 from .graph import Input, Node, ViewNode
-from .run import FinderRunner, RunOutcome, fit_or_none, spec_text
+from .run import FinderRunner, RunOutcome, spec_text
 
 
 class FinderControls(InteractiveWidget):

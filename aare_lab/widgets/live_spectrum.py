@@ -26,7 +26,7 @@ from ..readahead import read_ahead
 from ..results import counts_spectrum, window_energies
 from ..sources import open_source
 from ..spec import FinderSpec
-from ..spectra import peak_fit
+from ..spectra import fit_or_none, peak_fit
 from .base import InteractiveWidget
 from .controls import (
     N_SIGMA_MAX,
@@ -38,7 +38,7 @@ from .controls import (
 )
 from .graph import Input, ViewNode
 from .loop import stop_at_exit, wait_until
-from .run import default_n_pedestal, fit_or_none
+from .run import default_n_pedestal
 
 #: Seconds between peak fits on the consumer thread.
 FIT_EVERY = 0.5

@@ -29,10 +29,6 @@ from ..results import counts_spectrum, window_energies
 from ..results import spectrum as result_spectrum
 from ..sources import open_source
 from ..spec import FinderSpec
-from ..spectra import fit_peaks
-
-#: Clusters a spectrum needs before a widget fits its peak.
-MIN_FIT_COUNTS = 100
 
 
 class RunOutcome(NamedTuple):
@@ -59,7 +55,8 @@ class RunOutcome(NamedTuple):
         bits in the dark or data frames, int16 windows at their limits, too few dark
         frames.
     fits
-        The peak fit of ``spectrum`` (`fit_or_none`), when the widget asked for one.
+        The peak fit of ``spectrum`` (`aare_lab.spectra.fit_or_none`), when the widget
+        asked for one.
     """
 
     spec: FinderSpec
@@ -87,18 +84,6 @@ class RunOutcome(NamedTuple):
         text = (f"{self.frames} frames in {self.seconds:.3g} s ({self.rate:,.0f} frames/s); "
                 f"n_found {self.n_found:,}, n_kept {self.n_kept:,}")
         return text + (f" — TRUNCATED: {self.truncation}" if self.truncation else "")
-
-
-def fit_or_none(spectrum: xr.DataArray, label: str, window=None, lines=None) -> xr.Dataset | None:
-    """`aare_lab.spectra.fit_peaks` of one spectrum as finder ``label``, or None while it
-    holds fewer than `MIN_FIT_COUNTS` clusters or no peak fits yet (the view then shows
-    none: a spectrum that is still filling is no error)."""
-    if spectrum.sum() < MIN_FIT_COUNTS:
-        return None
-    try:
-        return fit_peaks(spectrum.expand_dims(finder=[label]), window, lines)
-    except ValueError:
-        return None
 
 
 def spec_text(spec: FinderSpec) -> str:
