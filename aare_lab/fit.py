@@ -37,14 +37,15 @@ def doublet_on_line(x, amplitude, centre, sigma, offset, slope, beta_ratio, ener
     return gaussian_on_line(x, amplitude, centre, sigma, offset, slope) + beta
 
 
-def line_energies(lines) -> tuple[float, float]:
-    """The ``(E_alpha, E_beta)`` of a doublet from energies or ``(energy, intensity)`` pairs.
+def line_energies(lines) -> tuple[float, float] | None:
+    """The ``(E_alpha, E_beta)`` of a doublet from energies or ``(energy, intensity)`` pairs,
+    or None for None (one gaussian), as every ``lines=`` of a fit takes them.
 
     Parameters
     ----------
     lines
         Two energies, ``(E_alpha, E_beta)``, or two ``(energy, intensity)`` pairs such as
-        `aare_lab.simulate.Beam.lines`.
+        `aare_lab.simulate.Beam.lines`; or None.
 
     Raises
     ------
@@ -53,9 +54,11 @@ def line_energies(lines) -> tuple[float, float]:
 
     Examples
     --------
-    >>> line_energies(((8.05, 0.87), (8.90, 0.13)))
-    (8.05, 8.9)
+    >>> line_energies(((8.05, 0.87), (8.90, 0.13))), line_energies(None)
+    ((8.05, 8.9), None)
     """
+    if lines is None:
+        return None
     energies = [pair[0] if np.ndim(pair) else pair for pair in lines]
     if len(energies) != 2 or not 0 < float(energies[0]) < float(energies[1]):
         raise ValueError("lines must be the Kα and Kβ energies (E_alpha, E_beta) with "
@@ -224,7 +227,7 @@ def fit_peak(centres: np.ndarray, counts: np.ndarray,
     counts = np.asarray(counts, float)
     if centres.shape != counts.shape or centres.ndim != 1:
         raise ValueError("centres and counts must be 1-D arrays of the same length")
-    lines = None if lines is None else line_energies(lines)
+    lines = line_energies(lines)
     ratio = 1.0 if lines is None else _energy_ratio(lines)
     if window is None:
         window = _auto_window(centres, counts, ratio)

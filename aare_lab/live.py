@@ -193,7 +193,7 @@ class LiveRun:
                                 float)
         self.calibration_name = calibration_name
         self.fit_window = checked_fit_window(fit_window)
-        self.lines = None if lines is None else line_energies(lines)
+        self.lines = line_energies(lines)
         if on_truncation not in ON_TRUNCATION:
             raise ValueError(f"on_truncation must be 'warn' or 'error', got {on_truncation!r}")
         self.interval, self.duration, self.report = interval, duration, report

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     with usage_of("--energy-range, --bin-width"):
         edges = fixed_edges(*args.energy_range, args.bin_width, units=spec.units)
     with usage_of("--lines"):
-        lines = None if args.lines is None else line_energies(args.lines)
+        lines = line_energies(args.lines)
     with usage_of("--fit-window"):
         checked_fit_window(args.fit_window)
     pedestal = None

@@ -87,7 +87,7 @@ class FinderControls(InteractiveWidget):
                  bins: np.ndarray | None = None, gain: float | None = None,
                  fit_window: tuple[float, float] | None = None, lines=None,
                  interactive: bool | None = None, max_hz: float = 4.0):
-        lines = None if lines is None else line_energies(lines)
+        lines = line_energies(lines)
         if spec is not None:
             refuse_clipping(spec.window_dtype, "FinderControls", "find() the clusters")
         super().__init__(interactive=interactive, max_hz=max_hz)

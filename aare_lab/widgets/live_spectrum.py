@@ -124,7 +124,7 @@ class LiveSpectrum(InteractiveWidget):
             raise ValueError(f"a calibrated spec gives energies in {spec.units} already: gain "
                              "converts ADU, leave it out")
         # Checked here: on the worker a fit that cannot be made is only left out.
-        lines = None if lines is None else line_energies(lines)
+        lines = line_energies(lines)
         super().__init__(interactive=interactive, max_hz=max_hz)
         if dark is None and pedestal is None:
             raise ValueError("give dark frames (dark=...) or a trained pedestal (pedestal=...)")
