@@ -2,12 +2,13 @@
 simulated data frames given as dark frames warn at training, and the numbers reach the
 dark report, ``aare-lab dark`` and a live run that trains on its stream."""
 
-import threading
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from live_helpers import live_run
 
 import aare_lab
 from aare_lab import IlluminatedDarkWarning, find_clusters, train_pedestal
@@ -131,30 +132,11 @@ def test_aare_lab_dark_prints_the_hits_and_the_warning(tmp_path, capsys):
 
 
 def test_a_live_run_warns_when_its_dark_frames_hold_photons(tmp_path):
-    from aare_lab.live import LiveRun
-    from aare_lab.sources import StreamSource
     from aare_lab.spec import FinderSpec
-    from aare_lab.streamsim import StreamPublisher
 
-    shape = (48, 40)
-    frames, _ = Simulator(Detector(frame_shape=shape), Beam(photons_per_frame=20),
+    frames, _ = Simulator(Detector(frame_shape=(48, 40)), Beam(photons_per_frame=20),
                           seed=6).frames(40)
-    with StreamPublisher("tcp://127.0.0.1:0") as pub:
-        source = StreamSource(pub.endpoints, frame_shape=shape, stop_at_end=True)
-
-        def send():
-            pub.wait_for_subscribers(timeout=30)
-            pub.send_frames(frames)
-            pub.end_acquisition()
-
-        sender = threading.Thread(target=send, daemon=True)
-        live = LiveRun(source, FinderSpec(n_pedestal=30), tmp_path, n_dark=30,
-                       report=lambda line: None)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            sender.start()
-            live.run()
-        sender.join(30)
+    source, caught = live_run(frames, FinderSpec(n_pedestal=30), tmp_path, n_dark=30)
     messages = [str(w.message) for w in caught if w.category is IlluminatedDarkWarning]
     assert len(messages) == 1
     assert messages[0].startswith(f"{source.describe()} (dark frames): photon hits")

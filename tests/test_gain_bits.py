@@ -1,11 +1,12 @@
 """Raw JUNGFRAU frames without a calibration: their gain bits are reported, never clustered
 silently as ADC counts (`aare_lab.jungfrau.GainBitsWarning`)."""
 
-import threading
 import warnings
 
 import numpy as np
 import pytest
+
+from live_helpers import live_cli
 
 from aare_lab import FinderSpec, FrozenFinder, GainBitsWarning, SerialFinder, find_clusters
 from aare_lab.cli import main
@@ -171,16 +172,12 @@ def test_cli_live_warns_for_the_dark_and_the_data_frames(run, tmp_path, capsys):
     bad_dark = dark.copy()
     bad_dark[4, 1, 1] = G1 | 100
     with StreamPublisher("tcp://127.0.0.1:0", detector="jungfrau") as publisher:
-        def publish():
-            publisher.wait_for_subscribers(timeout=30)
+        def send():
             publisher.send_frames(np.concatenate([bad_dark, switched]))
             publisher.end_acquisition()
 
-        thread = threading.Thread(target=publish, daemon=True)
-        thread.start()
-        code = main(["live", *publisher.endpoints, "--n-dark", str(N_DARK), "--n-pedestal",
-                     str(N_DARK), "--stop-at-end", "--out", str(tmp_path)])
-        thread.join(30)
+        code = live_cli(publisher, send, "--n-dark", str(N_DARK), "--n-pedestal",
+                        str(N_DARK), "--stop-at-end", "--out", str(tmp_path))
     assert code == 0
     lines = [line for line in capsys.readouterr().err.splitlines() if "GainBitsWarning" in line]
     assert len(lines) == 2

@@ -3,7 +3,6 @@ in the test, the CLI in a subprocess; its files against `aare-lab find` on the s
 
 import json
 import signal
-import threading
 import time
 import warnings
 
@@ -11,6 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 from cli_process import CliProcess
+from live_helpers import live_cli
 
 from aare_lab import FinderSpec, load_result
 from aare_lab.cli import main
@@ -57,24 +57,7 @@ def live(publisher, out, *options):
 def live_here(publisher, out, send, *options):
     """`aare-lab live` in this process (no interpreter to start) while ``send()`` runs on
     a thread once the CLI has subscribed; returns the exit code."""
-    failed = []
-
-    def publish():
-        try:
-            publisher.wait_for_subscribers(timeout=30)
-            send()
-        except Exception as err:  # noqa: BLE001 -- raised in the test below
-            failed.append(err)
-            publisher.end_acquisition()
-
-    thread = threading.Thread(target=publish, daemon=True)
-    thread.start()
-    code = main(["live", *publisher.endpoints, "--noise", "fixed", "--out", str(out),
-                 *options])
-    thread.join(30)
-    if failed:
-        raise failed[0]
-    return code
+    return live_cli(publisher, send, "--noise", "fixed", "--out", str(out), *options)
 
 
 def assert_same_as_offline(out, offline, n_frames, first_number):

@@ -4,11 +4,12 @@
 and the refusals (a dark frame outside G0, a calibration of another frame shape)."""
 
 import json
-import threading
 
 import numpy as np
 import pytest
 import xarray as xr
+
+from live_helpers import live_cli
 
 from aare_lab import FinderSpec, Pedestal, load_result
 from aare_lab.cli import main
@@ -68,24 +69,12 @@ def publisher():
 def live_here(publisher, out, frames, *options):
     """`aare-lab live --stop-at-end` in this process while ``frames`` are sent in one
     acquisition from a thread once the CLI has subscribed; returns the exit code."""
-    failed = []
-
-    def publish():
-        try:
-            publisher.wait_for_subscribers(timeout=30)
-            publisher.send_frames(frames)
-        except Exception as err:  # noqa: BLE001 -- raised in the test below
-            failed.append(err)
+    def send():
+        publisher.send_frames(frames)
         publisher.end_acquisition()
 
-    thread = threading.Thread(target=publish, daemon=True)
-    thread.start()
-    code = main(["live", *publisher.endpoints, "--noise", "fixed", "--n-pedestal",
-                 str(N_DARK), "--stop-at-end", "--out", str(out), *options])
-    thread.join(30)
-    if failed:
-        raise failed[0]
-    return code
+    return live_cli(publisher, send, "--noise", "fixed", "--n-pedestal", str(N_DARK),
+                    "--stop-at-end", "--out", str(out), *options)
 
 
 # cuda is frozen bit for bit (docs/algorithm.md), so offline frozen is its reference too.

@@ -8,7 +8,6 @@ with NumPy; the counts are recounted from it with NumPy.
 """
 
 import json
-import threading
 import warnings
 
 import numpy as np
@@ -287,28 +286,12 @@ def test_cuda_spectrum_refuses_int16_windows(run):
 def test_live_run_warns_of_clipped_windows_once(run, tmp_path):
     """The live path counts from the same windows: the same frames over a real socket give
     the same taps at the limits as `find`, in one warning at the end of the run."""
-    from aare_lab.live import LiveRun
-    from aare_lab.sources import StreamSource
-    from aare_lab.streamsim import StreamPublisher
+    from live_helpers import live_run
 
     dark, frames = run
     offline, _ = found("frozen", dark, frames, "int16")
-    with StreamPublisher("tcp://127.0.0.1:0") as pub:
-        source = StreamSource(pub.endpoints, frame_shape=SHAPE, stop_at_end=True)
-
-        def send():
-            pub.wait_for_subscribers(timeout=30)
-            pub.send_frames(np.concatenate([dark, frames]))
-            pub.end_acquisition()
-
-        sender = threading.Thread(target=send, daemon=True)
-        spec = FinderSpec(n_sigma=4.0, n_pedestal=N_PEDESTAL, window_dtype="int16")
-        live = LiveRun(source, spec, tmp_path, n_dark=N_PEDESTAL, report=lambda line: None)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            sender.start()
-            live.run()
-        sender.join(30)
+    spec = FinderSpec(n_sigma=4.0, n_pedestal=N_PEDESTAL, window_dtype="int16")
+    _, caught = live_run(np.concatenate([dark, frames]), spec, tmp_path, n_dark=N_PEDESTAL)
     messages = [str(w.message) for w in caught if w.category is WindowClippedWarning]
     counts = offline["n_window_clipped"].to_numpy()
     assert json.loads((tmp_path / "stats.json").read_text())["n_window_clipped"] == counts.sum()
