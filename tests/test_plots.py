@@ -279,6 +279,8 @@ def test_spectrum_view_draws_a_doublet_as_one_curve_with_its_kbeta_ratio():
     assert view.artists["peak:frozen"].get_xdata()[0] == float(fits["position"][0]) / 40
     text = view.artists["annotation:frozen"].get_text()
     assert text.startswith("frozen: Kα 8.0") and "keV, FWHM" in text and ", Kβ/Kα 0.1" in text
+    # The line reaches across the peak: drawn over the fit curve, whose dashes hid digits.
+    assert view.artists["annotation:frozen"].get_zorder() > curve.get_zorder()
 
 
 def test_overlapping_spectra_are_told_apart():

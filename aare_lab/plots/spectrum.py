@@ -176,10 +176,11 @@ class SpectrumView(View):
             self._keep(f"peak:{label}", ax.axvline(0, ls=":", lw=1.5, color=fit_colour,
                                                    zorder=9, visible=False))
             # Under the legend (one line per finder), right-aligned: clear of the curves'
-            # rising edge on the left and of the legend's longer lines.
+            # rising edge on the left and of the legend's longer lines. Above the fit curve:
+            # a doublet's line reaches across the peak, whose dashes hid its digits.
             self._keep(f"annotation:{label}", ax.text(
                 0.98, 0.93 - 0.065 * (len(self.labels) + k), "", transform=ax.transAxes,
-                va="top", ha="right", fontsize="small", color=fit_colour,
+                va="top", ha="right", fontsize="small", color=fit_colour, zorder=11,
                 bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none", "pad": 1.5}))
         ax.set_ylabel("clusters per bin")
         self._keep("legend", ax.legend(loc="upper right", frameon=False, fontsize="small"))
