@@ -42,13 +42,15 @@ def main(argv: list[str] | None = None) -> int:
     from .commands.options import UsageError
     from .gpu import GpuError, GpuUnavailable
     from .pedestal import PedestalNotReady
+    from .interrupt import raising_interrupts
     from .result_store import interrupted
 
     args = build_parser().parse_args(argv)
     with warnings.catch_warnings():
         warnings.showwarning = _warning_line(args.command)
         try:
-            return int(args.run(args) or 0)
+            with raising_interrupts():
+                return int(args.run(args) or 0)
         except TruncationError as err:
             print(f"aare-lab {args.command}: {err}", file=sys.stderr)
             return EXIT_TRUNCATED

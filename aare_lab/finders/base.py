@@ -15,6 +15,7 @@ import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
+from .. import interrupt
 from ..capacity import ON_TRUNCATION, cap_to_attr, report_truncation, truncation_message
 from ..checks import positive_int
 from ..clipping import report_clipping
@@ -424,6 +425,7 @@ class Finder(ABC):
         for batch in batches:
             sink.add(batch)
             tally.add(batch)
+            interrupt.check()
         return tally
 
     def _result_maker(self, dark):

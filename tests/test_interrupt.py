@@ -1,0 +1,44 @@
+"""Ctrl-C is not lost where Python drops the exception it raises (`aare_lab.interrupt`)."""
+
+import signal
+import weakref
+
+import pytest
+
+from aare_lab import interrupt
+from aare_lab.simulate import Detector, simulate_run
+from aare_lab.pipeline import train_pedestal
+from aare_lab.spec import FinderSpec
+
+
+class Dropped:
+    """An object whose weakref callback receives SIGINT: Python prints the
+    KeyboardInterrupt as "Exception ignored" and drops it."""
+
+
+def sigint_in_a_weakref_callback():
+    obj = Dropped()
+    keep = weakref.ref(obj, lambda ref: signal.raise_signal(signal.SIGINT))
+    del obj
+    return keep
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_interrupt_dropped_in_a_callback_is_raised_at_the_next_check():
+    with interrupt.raising_interrupts():
+        sigint_in_a_weakref_callback()  # no exception reaches here
+        with pytest.raises(KeyboardInterrupt):
+            interrupt.check()
+    interrupt.check()  # the block's end forgets it
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_find_stops_between_chunks_when_its_interrupt_was_dropped():
+    run = simulate_run(n_dark=20, n_frames=8, detector=Detector(frame_shape=(16, 16)), seed=1)
+    finder = FinderSpec("frozen", n_pedestal=20).make_finder(
+        train_pedestal(run.dark, 20, progress=False), chunk_frames=2)
+    with interrupt.raising_interrupts():
+        sigint_in_a_weakref_callback()
+        with pytest.raises(KeyboardInterrupt):
+            finder.find(run.frames, progress=False)
