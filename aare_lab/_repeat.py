@@ -1,10 +1,9 @@
-"""`numpy.repeat` into a given array, compiled and spread over threads.
+"""`numpy.repeat` of run lengths, written piece by piece into a given array.
 
-The cuda finder gives each of a batch's clusters its frame number: 1.1 M per 512 dense
-MÖNCH frames. NumPy's repeat allocates its result and runs on one thread: 1-2 ms of the
-calling thread per batch, bound by what one core of the H200's host writes (about 10 GB/s);
-here each thread fills the runs of a share of the frames, with vector stores, into a
-buffer the finder reuses from batch to batch.
+Each kept cluster's frame number is its frame's, repeated ``n_kept`` times: 1.1 M values per
+512 dense MÖNCH frames. `fill_runs` writes any slice of that repetition, so the result sink
+writes the frame numbers straight into the result's column in the same threaded pass that
+copies the clusters (`aare_lab.finders._assembly`), with no temporary array per batch.
 """
 
 import numpy as np
@@ -14,17 +13,50 @@ from .parallel import parallel_ranges
 
 
 @njit(cache=True, nogil=True)
-def _repeat_into(values, counts, out):
-    k = 0
-    for i in range(len(values)):
-        n = counts[i]
+def fill_runs(values, ends, start, out):
+    """Write positions ``start : start + len(out)`` of the runs of ``values`` into ``out``.
+
+    Parameters
+    ----------
+    values
+        One value per run.
+    ends
+        The cumulative run lengths (``numpy.cumsum`` of the counts): run ``i`` covers the
+        positions ``ends[i - 1] : ends[i]``.
+    start
+        The first position written.
+    out
+        Receives the values of positions ``start`` onwards.
+    """
+    stop = start + len(out)
+    i = np.searchsorted(ends, start, side="right")
+    k = start
+    while k < stop:
+        end = min(ends[i], stop)
+        run = out[k - start:end - start]
         value = values[i]
-        run = out[k:k + n]
         # A loop over the run's own length compiles to vector stores; one index carried
         # across runs does not.
-        for j in range(n):
+        for j in range(len(run)):
             run[j] = value
-        k += n
+        k = end
+        i += 1
+
+
+def run_ends(counts: np.ndarray, n_values: int) -> np.ndarray:
+    """The cumulative run lengths `fill_runs` takes, checked: one non-negative count per
+    value.
+
+    Raises
+    ------
+    ValueError
+        When there is not one count per value, or a count is negative.
+    """
+    counts = np.asarray(counts, np.int64)
+    if len(counts) != n_values or (counts < 0).any():
+        raise ValueError(f"runs need one non-negative count per value, got {counts!r} "
+                         f"for {n_values} values")
+    return np.cumsum(counts)
 
 
 def repeat(values: np.ndarray, counts: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -54,17 +86,11 @@ def repeat(values: np.ndarray, counts: np.ndarray, out: np.ndarray | None = None
     >>> repeat(np.array([7, 8, 9]), np.array([2, 0, 1]))
     array([7, 7, 9])
     """
-    counts = np.asarray(counts, np.int64)
-    if len(counts) != len(values) or (counts < 0).any():
-        raise ValueError(f"repeat needs one non-negative count per value, got {counts!r}")
-    total = int(counts.sum())
+    ends = run_ends(counts, len(values))
+    total = int(ends[-1]) if len(ends) else 0
     if out is None:
         out = np.empty(total, values.dtype)
     elif out.shape != (total,):
         raise ValueError(f"repeat needs an output of {total} values, got shape {out.shape}")
-    ends = np.cumsum(counts)
-    starts = ends - counts
-    parallel_ranges(lambda a, b: _repeat_into(values[a:b], counts[a:b],
-                                              out[starts[a]:ends[b - 1]]),
-                    len(values), out.nbytes)
+    parallel_ranges(lambda a, b: fill_runs(values, ends, a, out[a:b]), total, out.nbytes)
     return out

@@ -13,7 +13,9 @@ calling thread spends in each stage (wrappers around the methods, summed over th
   (``MemorySink.add``);
 - ``launch``: queueing a chunk's kernel and the copies behind it (``FrozenEngine.launch``);
 - ``gain_count``: queueing the count of gain bits (``CudaFinder._count_gain_bits_queued``);
-- ``frame_numbers``: each cluster's frame number (``aare_lab._repeat.repeat``);
+- ``frame_numbers``: each cluster's frame number (``aare_lab._repeat.repeat``), in trees
+  before the sink wrote them itself (since 2026-12-02's second session they are part of
+  ``sink_add``, and this stage is None);
 - ``tally``: ``RunTally.add``; ``report``: the checks at the end (``Finder._report``);
 - ``to_host``: the pedestal back to the host (``CudaFinder._to_host``);
 - ``make_result``: building the Dataset (``MemorySink.result``);

@@ -6,8 +6,10 @@ already mapped, as the GPU's pinned output is, and times, with T threads of
 `aare_lab.parallel`, each part of what the sink does per batch: the copies of the four
 per-cluster fields, the energies (`aare_lab.results.window_energies` over the copied
 windows), both one after the other (the sink until 2026-12-02), and the sink's own work
-(``_assembly._cluster_work``: the windows copied and summed in one pass); each into result
-memory that is fresh (`aare_lab.result_memory` given back first) or reused.
+(``_assembly._cluster_work``: the windows copied and summed in one pass and, since
+2026-12-02's second session, the frame numbers written from the clusters per frame instead
+of copied); each into result memory that is fresh (`aare_lab.result_memory` given back
+first) or reused.
 
 Usage: ``python benchmarks/result_copy.py [--sizes 3x3,9x9] [--threads 4,8,16]``; writes
 ``benchmarks/results/result_copy_<time>.json`` (or under ``--out``).
@@ -30,20 +32,29 @@ from cpu_finders import git_commit, write_record  # noqa: E402
 
 from aare_lab import parallel, result_memory  # noqa: E402
 from aare_lab.finders import _assembly  # noqa: E402
+from aare_lab.finders.base import ClusterBatch  # noqa: E402
 from aare_lab.params import parse_cluster_size  # noqa: E402
 from aare_lab.results import window_energies  # noqa: E402
 
-FIELDS = {"cluster_frame": np.int64, "cluster_y": np.int32, "cluster_x": np.int32}
+#: Frames per batch: the cuda finder's chunk.
+FRAMES = 512
 
 
-def batch(n: int, size: tuple[int, int]) -> dict[str, np.ndarray]:
+def batch(n: int, size: tuple[int, int]) -> tuple[dict[str, np.ndarray], ClusterBatch]:
+    """The four per-cluster fields of ``n`` clusters over `FRAMES` frames, and the batch
+    that holds them."""
     rng = np.random.default_rng(1)
-    out = {name: rng.integers(0, 400, n).astype(dtype) for name, dtype in FIELDS.items()}
-    out["windows"] = rng.integers(-50, 400, (n, *size)).astype(np.int32)
-    return out
+    numbers = np.arange(FRAMES)
+    n_kept = np.bincount(rng.integers(0, FRAMES, n), minlength=FRAMES)
+    out = {"cluster_frame": np.repeat(numbers, n_kept),
+           "cluster_y": rng.integers(0, 400, n).astype(np.int32),
+           "cluster_x": rng.integers(0, 400, n).astype(np.int32),
+           "windows": rng.integers(-50, 400, (n, *size)).astype(np.int32)}
+    return out, ClusterBatch(numbers, n_kept, n_kept, out["cluster_y"], out["cluster_x"],
+                             out["windows"], None, None)
 
 
-def variants(src: dict, dst: dict, energy: np.ndarray) -> dict:
+def variants(src: dict, clusters: ClusterBatch, dst: dict, energy: np.ndarray) -> dict:
     def copies(a, b):
         for name, value in src.items():
             np.copyto(dst[name][a:b], value[a:b])
@@ -56,10 +67,10 @@ def variants(src: dict, dst: dict, energy: np.ndarray) -> dict:
         energies(a, b)
 
     return {"copies": copies, "energies": energies, "copy_then_sum": copy_then_sum,
-            "sink": _assembly._cluster_work(src, dst, energy)}
+            "sink": _assembly._cluster_work(clusters, dst, energy)}
 
 
-def timed(work, n, nbytes, threads, memory, src, repeats):
+def timed(work, n, nbytes, threads, memory, src, clusters, repeats):
     seconds = []
     for _ in range(repeats):
         if memory == "fresh":
@@ -68,7 +79,7 @@ def timed(work, n, nbytes, threads, memory, src, repeats):
         energy = result_memory.empty(n, np.float64)
         if work == "energies":
             parallel.parallel_copy(src["windows"], dst["windows"])
-        fn = variants(src, dst, energy)[work]
+        fn = variants(src, clusters, dst, energy)[work]
         t0 = time.perf_counter()
         parallel.parallel_ranges(fn, n, nbytes, pool=f"bench{threads}")
         seconds.append(time.perf_counter() - t0)
@@ -88,13 +99,14 @@ def main(argv=None):
               "git_commit": git_commit(), "cores": len(os.sched_getaffinity(0)),
               "parameters": vars(args) | {"out": str(args.out)}, "cases": []}
     for size in args.sizes.split(","):
-        src = batch(args.clusters, parse_cluster_size(size))
+        src, clusters = batch(args.clusters, parse_cluster_size(size))
         nbytes = sum(v.nbytes for v in src.values())
         for threads in map(int, args.threads.split(",")):
             parallel.MAX_THREADS[f"bench{threads}"] = threads
             for memory in ("fresh", "reused"):
                 for work in ("copies", "energies", "copy_then_sum", "sink"):
-                    s = timed(work, args.clusters, nbytes, threads, memory, src, args.repeats)
+                    s = timed(work, args.clusters, nbytes, threads, memory, src, clusters,
+                              args.repeats)
                     case = {"cluster_size": size, "threads": threads, "memory": memory,
                             "work": work, "bytes": nbytes, "seconds": s,
                             "GB_per_s": nbytes / min(s) / 1e9,

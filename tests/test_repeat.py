@@ -1,10 +1,11 @@
-"""`aare_lab._repeat.repeat`: NumPy's repeat, compiled, on threads, into a reused buffer."""
+"""`aare_lab._repeat`: NumPy's repeat, compiled, on threads, into a given buffer, and any slice
+of it on its own (`fill_runs`, which the result sink calls per share of the clusters)."""
 
 import numpy as np
 import pytest
 
 import aare_lab.parallel
-from aare_lab._repeat import repeat
+from aare_lab._repeat import fill_runs, repeat, run_ends
 
 
 @pytest.mark.parametrize("counts", [[3, 0, 5, 1, 0, 0, 7], [0, 0, 0], [], [4000] * 9, [1]])
@@ -20,7 +21,7 @@ def test_repeat_is_numpy_repeat(monkeypatch, counts):
     out = np.full(len(expected), -1, np.int64)
     assert repeat(values, counts, out) is out
     np.testing.assert_array_equal(out, expected)
-    if counts:
+    if expected.size:
         executor, threads = aare_lab.parallel._pools["default"]
         assert threads == 4
         executor.shutdown()
@@ -34,3 +35,18 @@ def test_an_output_of_the_wrong_size_or_a_negative_count_is_refused():
         repeat(values, [1, -2, 3], np.empty(2, np.int64))
     with pytest.raises(ValueError, match="one non-negative count per value"):
         repeat(values, [1, 2])
+
+
+def test_every_slice_of_the_runs_is_filled_on_its_own():
+    """A share of the positions may start or stop inside a run, on a run's edge, or among
+    empty runs; each writes exactly its values and nothing beyond."""
+    counts = [0, 3, 0, 0, 5, 1, 0, 2, 0]
+    values = np.arange(10, 10 + len(counts), dtype=np.int64)
+    expected = np.repeat(values, counts)
+    ends = run_ends(counts, len(values))
+    for start in range(len(expected) + 1):
+        for stop in range(start, len(expected) + 1):
+            out = np.full(stop - start + 2, -1, np.int64)
+            fill_runs(values, ends, start, out[1:-1])
+            np.testing.assert_array_equal(out[1:-1], expected[start:stop])
+            assert out[0] == out[-1] == -1

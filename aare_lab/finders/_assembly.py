@@ -4,8 +4,9 @@ Both sinks take each `ClusterBatch` as it comes and keep no reference to it, so 
 hold views of a finder's reused buffers (the GPU's pinned output) until the next one is
 asked for. The memory sink copies each batch into arrays that grow by doubling, sized from
 the first batch's cluster density, and hands views of them to the Dataset: one copy per
-value, no concatenation, no fresh allocation per chunk once the run's density is known.
-The file sink writes each batch (`aare_lab.result_store`). Either way the cluster energies
+value, no concatenation, no fresh allocation per chunk once the run's density is known;
+each cluster's frame number is written straight into its column, from the batch's clusters
+per frame, in the pass that copies the clusters. The file sink writes each batch (`aare_lab.result_store`). Either way the cluster energies
 are summed per batch on a few threads, by the memory sink in the same pass that copies the
 windows. int16 windows' taps at the limits are counted per frame by
 `aare_lab.clipping.clipped_taps`, batch by batch.
@@ -22,6 +23,7 @@ import xarray as xr
 
 from .. import result_memory
 from ..clipping import CLIPPED_VARIABLE, clipped_taps, counts_clipping
+from .._repeat import fill_runs, repeat, run_ends
 from ..parallel import parallel_copy, parallel_ranges
 from ..result_store import ResultWriter
 from ..results import copy_window_energies, window_energies
@@ -89,20 +91,40 @@ class GrowingRows:
         return view
 
 
-def _cluster_work(sources: dict, targets: dict, energy: np.ndarray) -> Callable[[int, int], None]:
-    """Copy the clusters ``a:b`` of every field and sum their windows (for `parallel_ranges`)."""
+def _cluster_work(batch, targets: dict, energy: np.ndarray) -> Callable[[int, int], None]:
+    """Write the clusters ``a:b`` of every field with their frame numbers and sum their
+    windows (for `parallel_ranges`)."""
+    ends = _run_ends(batch)
+
     def work(a: int, b: int) -> None:
-        for name, src in sources.items():
-            if name != "windows":
-                np.copyto(targets[name][a:b], src[a:b])
-        copy_window_energies(sources["windows"][a:b], targets["windows"][a:b], energy[a:b])
+        fill_runs(batch.frame_numbers, ends, a, targets["cluster_frame"][a:b])
+        np.copyto(targets["cluster_y"][a:b], batch.cluster_y[a:b])
+        np.copyto(targets["cluster_x"][a:b], batch.cluster_x[a:b])
+        copy_window_energies(batch.windows[a:b], targets["windows"][a:b], energy[a:b])
     return work
 
 
+def _run_ends(batch) -> np.ndarray:
+    """The batch's clusters per frame, cumulated (`aare_lab._repeat.fill_runs`), checked
+    against the clusters it holds."""
+    ends = run_ends(batch.n_kept, len(batch.frame_numbers))
+    held = len(batch.cluster_y)
+    if (ends[-1] if len(ends) else 0) != held:
+        raise ValueError(f"a batch of {held} clusters says it kept {ends[-1]}: its n_kept "
+                         "must count the clusters it holds, frame by frame")
+    return ends
+
+
 def _fields(batch, want: bool | set[int]) -> dict[str, np.ndarray]:
-    """The fields of a batch that fill result variables (branch maps only if asked)."""
+    """The fields of a batch that fill result variables (branch maps only if asked); the
+    clusters' frame numbers are not among them (`ClusterBatch.cluster_frame`)."""
     return {name: value for name, value in batch._asdict().items()
             if value is not None and (want or name not in MAP_FIELDS)}
+
+
+def _layout(empty, want: bool | set[int]) -> dict[str, np.ndarray]:
+    """Every result field's dtype and row shape, from a finder's empty batch."""
+    return {**_fields(empty, want), "cluster_frame": np.zeros(0, np.int64)}
 
 
 class MemorySink:
@@ -124,7 +146,7 @@ class MemorySink:
     def __init__(self, empty, make: Callable[..., xr.Dataset], want: bool | set[int],
                  n_frames: int | None = None, n_clusters: int | None = None):
         self._make = make
-        self._fields = {name: GrowingRows(value) for name, value in _fields(empty, want).items()}
+        self._fields = {name: GrowingRows(value) for name, value in _layout(empty, want).items()}
         self._energy = GrowingRows(np.zeros(0))
         # Per frame, int16 windows' taps at the limits: counted batch by batch, in cache.
         self._clipped = GrowingRows(np.zeros(0, np.int64)) \
@@ -147,10 +169,9 @@ class MemorySink:
             expected = int(k / len(batch.frame_numbers) * self._n_frames * DENSITY_MARGIN)
             for name in (*CLUSTER_FIELDS, None):
                 (energy if name is None else fields[name]).reserve(max(expected, k))
-        sources = {name: getattr(batch, name) for name in CLUSTER_FIELDS}
         targets = {name: fields[name].take(k) for name in CLUSTER_FIELDS}
-        row = sum(src[:1].nbytes for src in sources.values())
-        parallel_ranges(_cluster_work(sources, targets, energy.take(k)), k, k * row)
+        row = sum(target[:1].nbytes for target in targets.values())
+        parallel_ranges(_cluster_work(batch, targets, energy.take(k)), k, k * row)
         for name, rows in fields.items():
             if name not in CLUSTER_FIELDS:
                 src = getattr(batch, name)
@@ -186,9 +207,10 @@ class FileSink:
     def __init__(self, path: str | os.PathLike, empty, make: Callable[..., xr.Dataset],
                  want: bool | set[int]):
         self._want = want
-        self._writer = ResultWriter(path, make(**_fields(empty, want)))
-        # Energies of one batch, reused: the file holds them, memory need not.
+        self._writer = ResultWriter(path, make(**_layout(empty, want)))
+        # Energies and frame numbers of one batch, reused: the file holds them, memory need not.
         self._energy = GrowingRows(np.zeros(0))
+        self._frames = GrowingRows(np.zeros(0, np.int64))
 
     def add(self, batch) -> None:
         """Write one batch."""
@@ -201,6 +223,8 @@ class FileSink:
         columns = {VARIABLES.get(name, name): value
                    for name, value in _fields(batch, self._want).items()}
         columns["energy"] = energy
+        self._frames.size = 0
+        columns["frame_number"] = repeat(batch.frame_numbers, batch.n_kept, self._frames.take(k))
         if counts_clipping(windows.dtype.name):
             columns[CLIPPED_VARIABLE] = clipped_taps(windows, batch.n_kept)
         self._writer.append(columns)

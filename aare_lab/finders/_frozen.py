@@ -97,8 +97,8 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
 
 
 @njit(**PARALLEL)
-def write_frame(v, codes, row_counts, row_start, kept, f, ry, rx, round_values,
-                win, ys, xs, fidx, n_out):
+def write_frame(v, codes, row_counts, row_start, kept, ry, rx, round_values,
+                win, ys, xs, n_out):
     """Write the first ``kept`` clusters of the frame in raster order from row ``n_out``."""
     ny, nx = v.shape
     for row in prange(ny):
@@ -110,7 +110,6 @@ def write_frame(v, codes, row_counts, row_start, kept, f, ry, rx, round_values,
                     store_window(v, i, j, ry, rx, round_values, win, n_out + k)
                     ys[n_out + k] = i
                     xs[n_out + k] = j
-                    fidx[n_out + k] = f
                     k += 1
 
 
@@ -155,10 +154,10 @@ def classify_raw(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
 @njit(cache=True, nogil=True, error_model="numpy")
 def frozen_chunk(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
                  round_values, v, codes, row_counts, row_start,
-                 win, ys, xs, fidx, n_out, n_found, n_kept, map_slot, maps, cm, gs):
+                 win, ys, xs, n_out, n_found, n_kept, map_slot, maps, cm, gs):
     """Run the frozen model over ``frames`` (n, ny, nx), advancing the pedestal in place.
 
-    Clusters are appended to ``win``/``ys``/``xs``/``fidx`` from row ``n_out`` on, in raster
+    Clusters are appended to ``win``/``ys``/``xs`` from row ``n_out`` on, in raster
     order of their centre, at most ``cap`` per frame (``cap < 0``: no capacity). ``v`` and
     ``codes`` are scratch of the frame's shape. ``cm`` is None, or the common-mode tuple of
     `aare_lab.finders.base.CpuFinder` (labels, scratch, and the per-frame offsets and pixel
@@ -183,10 +182,10 @@ def frozen_chunk(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
         kept = total if cap < 0 else min(total, cap)
         n_found[f] = total
         n_kept[f] = kept
-        win, ys, xs, fidx = reserve(win, ys, xs, fidx, n_out + kept)
-        write_frame(v, codes, row_counts, row_start, kept, f, ry, rx, round_values,
-                    win, ys, xs, fidx, n_out)
+        win, ys, xs = reserve(win, ys, xs, n_out + kept)
+        write_frame(v, codes, row_counts, row_start, kept, ry, rx, round_values,
+                    win, ys, xs, n_out)
         n_out += kept
         if map_slot[f] >= 0:
             maps[map_slot[f]] = codes
-    return win, ys, xs, fidx, n_out
+    return win, ys, xs, n_out

@@ -50,29 +50,29 @@ SCRATCH_ROWS = 8
 @njit(cache=True, nogil=True, error_model="numpy")
 def serial_chunk(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
                  round_values, v, codes, rows,
-                 win, ys, xs, fidx, n_out, n_found, n_kept, map_slot, maps, cm, gs):
+                 win, ys, xs, n_out, n_found, n_kept, map_slot, maps, cm, gs):
     """Run the serial model over ``frames``; arguments as in ``frozen_chunk`` but for
     ``rows``, scratch of shape (SCRATCH_ROWS, nx)."""
     nf, ny = frames.shape[:2]
     for f in range(nf):
         if gs is None:
-            win, ys, xs, fidx, n_out, found = serial_frame(
+            win, ys, xs, n_out, found = serial_frame(
                 frames[f], f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
-                round_values, v, codes, rows, win, ys, xs, fidx, n_out, cm, None)
+                round_values, v, codes, rows, win, ys, xs, n_out, cm, None)
         else:
             _, gain, adc, status, _, _, out_flagged = gs
             flagged = 0
             for i in range(ny):
                 flagged += decode_row(frames[f, i], gain, i, adc[i], status[i])
             out_flagged[f] = flagged
-            win, ys, xs, fidx, n_out, found = serial_frame(
+            win, ys, xs, n_out, found = serial_frame(
                 adc, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
-                round_values, v, codes, rows, win, ys, xs, fidx, n_out, cm, gs)
+                round_values, v, codes, rows, win, ys, xs, n_out, cm, gs)
         n_found[f] = found
         n_kept[f] = found if cap < 0 else min(found, cap)
         if map_slot[f] >= 0:
             maps[map_slot[f]] = codes
-    return win, ys, xs, fidx, n_out
+    return win, ys, xs, n_out
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -89,7 +89,7 @@ def serial_estimate(frame, v, labels, f, off, s, N, cm):
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def serial_frame(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
-                 round_values, v, codes, rows, win, ys, xs, fidx, n_out, cm, gs):
+                 round_values, v, codes, rows, win, ys, xs, n_out, cm, gs):
     """One frame of `serial_chunk`; ``frame`` holds the counts, or with ``gs`` the ADC
     values. Returns the buffers, the new row count and the frame's stores."""
     ny, nx = frame.shape
@@ -129,7 +129,7 @@ def serial_frame(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, ca
         if n_out + nx > win.shape[0]:
             # Room for a whole row of clusters, so the scan never checks; reserve() is
             # too costly to call per cluster.
-            win, ys, xs, fidx = reserve(win, ys, xs, fidx, n_out + nx)
+            win, ys, xs = reserve(win, ys, xs, n_out + nx)
         quiet_run = rx
         for j in range(nx):
             if quiet_run >= rx:
@@ -154,7 +154,6 @@ def serial_frame(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, ca
                         store_window(v, i, j, ry, rx, round_values, win, n_out)
                         ys[n_out] = i
                         xs[n_out] = j
-                        fidx[n_out] = f
                         n_out += 1
                     found += 1
-    return win, ys, xs, fidx, n_out, found
+    return win, ys, xs, n_out, found

@@ -16,6 +16,7 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from .. import interrupt
+from .._repeat import repeat
 from ..capacity import ON_TRUNCATION, cap_to_attr, report_truncation, truncation_message
 from ..checks import positive_int
 from ..clipping import report_clipping
@@ -47,12 +48,16 @@ UNCHANGED = _Unchanged()
 
 
 class ClusterBatch(NamedTuple):
-    """What a finder found in one chunk of frames (NumPy arrays, owned by the batch)."""
+    """What a finder found in one chunk of frames (NumPy arrays, owned by the batch).
+
+    Clusters come in frame order, ``n_kept`` of each frame, so each cluster's frame number
+    is not stored but derived (`cluster_frame`); the result sinks write it straight into the
+    result.
+    """
 
     frame_numbers: np.ndarray
     n_found: np.ndarray
     n_kept: np.ndarray
-    cluster_frame: np.ndarray
     cluster_y: np.ndarray
     cluster_x: np.ndarray
     windows: np.ndarray
@@ -63,6 +68,11 @@ class ClusterBatch(NamedTuple):
     common_mode_pixels: np.ndarray | None = None
     #: With a JUNGFRAU calibration: per frame, the pixels flagged (never photons).
     n_flagged: np.ndarray | None = None
+
+    @property
+    def cluster_frame(self) -> np.ndarray:
+        """Each kept cluster's frame number (a new array)."""
+        return repeat(self.frame_numbers, self.n_kept)
 
 
 def _branch_selection(branch_maps) -> bool | set[int]:
@@ -466,7 +476,7 @@ class Finder(ABC):
                       "common_mode_pixels": np.zeros((0, regions), np.int64)}
         if self._calibration is not None:
             common["n_flagged"] = none
-        return ClusterBatch(none, none, none, none, np.zeros(0, np.int32),
+        return ClusterBatch(none, none, none, np.zeros(0, np.int32),
                             np.zeros(0, np.int32),
                             np.zeros((0, cy, cx), np.dtype(self.spec.window_dtype)),
                             np.zeros((0, *ped.frame_shape), np.uint8), none, **common)
@@ -543,7 +553,7 @@ class CpuFinder(Finder):
         maps = np.zeros((n_maps, *ped.frame_shape), np.uint8)
         n_found = np.zeros(n, np.int64)
         n_kept = np.zeros(n, np.int64)
-        win, ys, xs, fidx = self._buffers()
+        win, ys, xs = self._buffers()
         cm = cm_c = cm_n = None
         if self._cm_scratch is not None:
             regions = len(self._cm_scratch[1])
@@ -554,16 +564,15 @@ class CpuFinder(Finder):
         if self._gs_scratch is not None:
             n_flagged = np.zeros(n, np.int64)
             gs = (*self._gs_scratch, n_flagged)
-        win, ys, xs, fidx, n_out = self._run(
+        win, ys, xs, n_out = self._run(
             frames, cap=cap_to_attr(self.spec.max_clusters_per_frame),
             round_values=self.spec.window_dtype in INTEGER_WINDOW_DTYPES,
-            win=win, ys=ys, xs=xs, fidx=fidx, n_found=n_found, n_kept=n_kept,
+            win=win, ys=ys, xs=xs, n_found=n_found, n_kept=n_kept,
             map_slot=slot, maps=maps, cm=cm, gs=gs)
-        self._out = (win, ys, xs, fidx)
+        self._out = (win, ys, xs)
         keep = np.copy if copy else np.asarray
         return ClusterBatch(
             frame_numbers=np.asarray(numbers, np.int64), n_found=n_found, n_kept=n_kept,
-            cluster_frame=np.asarray(numbers, np.int64)[fidx[:n_out]],
             cluster_y=keep(ys[:n_out]), cluster_x=keep(xs[:n_out]),
             windows=keep(win[:n_out]), branch_maps=maps,
             branch_frames=np.asarray(numbers, np.int64)[slot >= 0],
@@ -575,8 +584,7 @@ class CpuFinder(Finder):
             cy, cx = self.spec.cluster_size
             rows = INITIAL_CLUSTER_ROWS
             self._out = (np.empty((rows, cy, cx), np.dtype(self.spec.window_dtype)),
-                         np.empty(rows, np.int32), np.empty(rows, np.int32),
-                         np.empty(rows, np.int64))
+                         np.empty(rows, np.int32), np.empty(rows, np.int32))
         return self._out
 
     def _kernel_args(self):
@@ -589,7 +597,7 @@ class CpuFinder(Finder):
         return (ped.off, ped.s, ped.s2, rms_fixed, fixed, ped.N, self._nsig, self._c3, ry, rx)
 
     @abstractmethod
-    def _run(self, frames, *, cap, round_values, win, ys, xs, fidx, n_found, n_kept,
+    def _run(self, frames, *, cap, round_values, win, ys, xs, n_found, n_kept,
              map_slot, maps, cm, gs):
-        """Call the compiled chunk loop; return ``(win, ys, xs, fidx, n_out)``."""
+        """Call the compiled chunk loop; return ``(win, ys, xs, n_out)``."""
 

@@ -16,7 +16,6 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
-from .._repeat import repeat
 from ..capacity import report_truncation, truncation_message
 from ..checks import positive_int
 from ..clipping import refuse_clipping
@@ -84,7 +83,6 @@ class CudaFinder(Finder):
                                     labels=self._cm_labels, calibration=self._calibration)
         self._reconfigured()
         self._feed: HostFeed | None = None
-        self._frame_rows = [np.zeros(0, np.int64), np.zeros(0, np.int64)]
         self._synced: tuple[np.ndarray, np.ndarray] | None = None
 
     # ----------------------------------------------------------------- public
@@ -273,27 +271,13 @@ class CudaFinder(Finder):
         # the caller asks for the next batch: the caller copies them before that.
         out = self._engine.collect(launch, clusters=clusters, copy=not borrow)
         numbers = np.asarray(numbers, np.int64)
-        cluster_frame = np.zeros(0, np.int64)
-        if clusters:
-            cluster_frame = repeat(numbers, out.n_kept,
-                                   self._cluster_frames(launch.slot, len(out.y))
-                                   if borrow else None)
         return ClusterBatch(
             frame_numbers=numbers, n_found=out.n_found, n_kept=out.n_kept,
-            cluster_frame=cluster_frame,
             cluster_y=out.y, cluster_x=out.x,
             windows=out.windows, branch_maps=out.maps,
             branch_frames=numbers[slots >= 0] if slots is not None else np.zeros(0, np.int64),
             common_mode=out.common_mode, common_mode_pixels=out.common_mode_pixels,
             n_flagged=out.n_flagged)
-
-    def _cluster_frames(self, slot: int, rows: int) -> np.ndarray:
-        """A reused buffer of ``rows`` frame numbers for a borrowed batch of launch slot
-        ``slot``, valid as long as the engine's buffers it is borrowed with."""
-        held = self._frame_rows[slot]
-        if len(held) < rows:
-            held = self._frame_rows[slot] = np.empty(max(rows, 2 * len(held)), np.int64)
-        return held[:rows]
 
     def _count_gain_bits_queued(self, frames, copied) -> None:
         """`_count_gain_bits` of a chunk on the GPU, queued on the compute stream after its

@@ -347,7 +347,6 @@ class FrozenEngine:
         until the launch after next is queued (its copies behind the kernel overwrite
         them, `launch`).
         """
-        cp = self.cp
         n, slot = launch.n, launch.slot
         with cuda_context(f"fetching the clusters of {n} frames from the GPU"):
             c = self.chunk_frames
@@ -368,13 +367,7 @@ class FrozenEngine:
                     prefetched = 0
                 host = self._host_buffers(slot, n_out)
                 if n_out > prefetched:
-                    for dst, src in zip(host, self._outputs[slot]):
-                        row = dst[0].nbytes
-                        cp.cuda.runtime.memcpyAsync(dst.ctypes.data + prefetched * row,
-                                                    src.data.ptr + prefetched * row,
-                                                    (n_out - prefetched) * row,
-                                                    cp.cuda.runtime.memcpyDeviceToHost,
-                                                    self.fetch_now.ptr)
+                    self._copy_rows(host, slot, prefetched, n_out, self.fetch_now)
                     self.fetch_now.synchronize()
                 windows, ys, xs = (parallel_copy(h[:n_out]) if copy else h[:n_out]
                                    for h in host)
@@ -402,12 +395,20 @@ class FrozenEngine:
         cp.cuda.runtime.memcpyAsync(host.ctypes.data, self.meta[slot].data.ptr, host.nbytes,
                                     cp.cuda.runtime.memcpyDeviceToHost, self.fetch.ptr)
         if rows:
-            for dst, src in zip(self._host_buffers(slot, rows), self._outputs[slot]):
-                cp.cuda.runtime.memcpyAsync(dst.ctypes.data, src.data.ptr, rows * dst[0].nbytes,
-                                            cp.cuda.runtime.memcpyDeviceToHost, self.fetch.ptr)
+            self._copy_rows(self._host_buffers(slot, rows), slot, 0, rows, self.fetch)
         fetched = cp.cuda.Event(disable_timing=True)
         fetched.record(self.fetch)
         return fetched
+
+    def _copy_rows(self, host, slot: int, start: int, stop: int, stream) -> None:
+        """Queue on ``stream`` the copy of the slot's clusters ``start:stop`` into the pinned
+        ``host`` buffers (windows, y, x)."""
+        cp = self.cp
+        for dst, src in zip(host, self._outputs[slot]):
+            row = dst[0].nbytes
+            cp.cuda.runtime.memcpyAsync(dst.ctypes.data + start * row, src.data.ptr + start * row,
+                                        (stop - start) * row, cp.cuda.runtime.memcpyDeviceToHost,
+                                        stream.ptr)
 
     def _wait_fetched(self, launch: Launch) -> np.ndarray:
         """Wait for the launch's kernel and the copies queued behind it; its counts."""

@@ -1,0 +1,82 @@
+"""The result sinks write each cluster's frame number from its batch's clusters per frame,
+in the threaded pass that copies the clusters: every share of the threads, a batch whose
+counts do not match its clusters, and the file sink's reused column."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import aare_lab.parallel
+from aare_lab import FrozenFinder, Pedestal
+from aare_lab.finders._assembly import MemorySink
+from aare_lab.simulate import Beam, Detector, Simulator
+
+
+@pytest.fixture
+def run():
+    sim = Simulator(Detector(frame_shape=(40, 48)), Beam(photons_per_frame=25), seed=11)
+    ped = Pedestal((40, 48), 50, "float32")
+    ped.push_dark(sim.dark(50))
+    frames, _ = sim.frames(24)
+    # Some frames without a photon: runs of length zero, at the start, inside and at the end
+    # of a chunk.
+    for f in (0, 5, 6, 13, 23):
+        frames[f] = sim.dark(1)[0]
+    return ped, frames
+
+
+@pytest.fixture
+def small_shares(monkeypatch):
+    """Every copy of a batch spread over four threads, however small."""
+    monkeypatch.setenv(aare_lab.parallel.THREADS_VARIABLE, "4")
+    monkeypatch.setattr(aare_lab.parallel, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(aare_lab.parallel, "_pools", {})
+
+
+def one_frame_at_a_time(ped, frames, numbers):
+    """(frame, y, x) of each cluster, from a run split into one call per frame: the frame
+    number comes from the call, not from any count of clusters."""
+    finder = FrozenFinder(ped, 5.0, 3, chunk_frames=1)
+    rows = []
+    for number, frame in zip(numbers, frames):
+        found = finder.find(frame[None], frame_numbers=[number], progress=False)
+        rows += [(number, y, x) for y, x in zip(found.y.values, found.x.values)]
+    return rows
+
+
+def test_each_cluster_has_its_own_frame_number(run, small_shares):
+    ped, frames = run
+    numbers = np.arange(1000, 1000 + 3 * len(frames), 3)
+    result = FrozenFinder(ped.copy(), 5.0, 3, chunk_frames=7).find(
+        frames, frame_numbers=numbers, progress=False)
+    found = list(zip(result.frame_number.values, result.y.values, result.x.values))
+    assert found == one_frame_at_a_time(ped.copy(), frames, numbers)
+    assert len(found) > 100 and (result.n_kept.values == 0).sum() >= 5
+
+
+def test_the_file_sink_writes_the_same_frame_numbers(run, small_shares, tmp_path):
+    ped, frames = run
+    numbers = np.arange(len(frames)) * 2 + 7
+    in_memory = FrozenFinder(ped.copy(), 5.0, 3, chunk_frames=5).find(
+        frames, frame_numbers=numbers, progress=False)
+    FrozenFinder(ped.copy(), 5.0, 3, chunk_frames=5).find(
+        frames, frame_numbers=numbers, progress=False, out=tmp_path / "run.nc")
+    with xr.open_dataset(tmp_path / "run.nc") as on_disk:
+        np.testing.assert_array_equal(on_disk.frame_number.values,
+                                      in_memory.frame_number.values)
+        np.testing.assert_array_equal(on_disk.y.values, in_memory.y.values)
+    assert in_memory.sizes["cluster"] > 100
+
+
+def test_a_batch_whose_counts_miss_its_clusters_is_refused(run):
+    ped, frames = run
+    finder = FrozenFinder(ped, 5.0, 3)
+    batch = finder.process_chunk(frames[:4], np.arange(4))
+    sink = MemorySink(finder._empty_batch(), lambda **fields: fields, False)
+    wrong = batch._replace(n_kept=batch.n_kept + np.array([0, 1, 0, 0]))
+    with pytest.raises(ValueError, match=f"a batch of {len(batch.cluster_y)} clusters says "
+                       f"it kept {len(batch.cluster_y) + 1}"):
+        sink.add(wrong)
+    sink = MemorySink(finder._empty_batch(), lambda **fields: fields, False)
+    sink.add(batch)
+    np.testing.assert_array_equal(sink.result()["cluster_frame"], batch.cluster_frame)
