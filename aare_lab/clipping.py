@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import xarray as xr
 
-from ._window_sums import taps_at_limits
+from ._window_sums import window_taps_at_limits
 from .parallel import parallel_ranges
 from .params import SATURATED_WINDOW_DTYPES
 
@@ -89,20 +89,49 @@ def clipped_taps(windows: np.ndarray, n_kept: np.ndarray) -> np.ndarray:
     >>> clipped_taps(w, np.array([1, 2, 0]))
     array([1, 2, 0])
     """
-    n_kept = np.asarray(n_kept, np.int64)
-    if int(n_kept.sum()) != len(windows):
-        raise ValueError(f"n_kept adds up to {int(n_kept.sum())} clusters, but "
-                         f"{len(windows)} windows were given")
     flat = np.ascontiguousarray(windows).reshape(len(windows), int(np.prod(windows.shape[1:])))
-    info = np.iinfo(flat.dtype)
-    low, high = flat.dtype.type(info.min), flat.dtype.type(info.max)
-    starts = np.cumsum(n_kept) - n_kept
-    out = np.zeros(len(n_kept), np.int64)
-    # Frames to the threads: one pass over the windows, no array per window.
-    parallel_ranges(lambda a, b: taps_at_limits(flat, starts[a:b], n_kept[a:b], low, high,
-                                                out[a:b]),
-                    len(n_kept), flat.nbytes)
-    return out
+    at_limits = np.empty(len(flat), TAP_COUNT_DTYPE)
+    low, high = tap_limits(flat.dtype)
+    parallel_ranges(lambda a, b: window_taps_at_limits(flat[a:b], low, high, at_limits[a:b]),
+                    len(flat), flat.nbytes)
+    return taps_per_frame(at_limits, n_kept)
+
+
+#: Each window's count of taps at the limits (`window_taps_at_limits`): 121 at most.
+TAP_COUNT_DTYPE = np.uint8
+
+
+def tap_limits(dtype) -> tuple:
+    """The lowest and highest value of the integer ``dtype``, as that dtype's scalars."""
+    dtype = np.dtype(dtype)
+    info = np.iinfo(dtype)
+    return dtype.type(info.min), dtype.type(info.max)
+
+
+def taps_per_frame(at_limits: np.ndarray, n_kept: np.ndarray) -> np.ndarray:
+    """Per frame, the taps at the limits of its windows, from each window's count.
+
+    Parameters
+    ----------
+    at_limits
+        Per window, its taps at the limits, frame after frame.
+    n_kept
+        Windows per frame; they add up to ``len(at_limits)``.
+
+    Raises
+    ------
+    ValueError
+        When ``n_kept`` does not add up to the windows counted.
+    """
+    n_kept = np.asarray(n_kept, np.int64)
+    if int(n_kept.sum()) != len(at_limits):
+        raise ValueError(f"n_kept adds up to {int(n_kept.sum())} clusters, but "
+                         f"{len(at_limits)} windows were given")
+    if not at_limits.any():
+        # The common case, and one pass over a byte per window.
+        return np.zeros(len(n_kept), np.int64)
+    upto = np.concatenate(([0], np.cumsum(at_limits, dtype=np.int64)))
+    return np.diff(upto[np.cumsum(n_kept)], prepend=0)
 
 
 def clipping_message(result: xr.Dataset) -> str | None:

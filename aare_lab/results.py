@@ -35,11 +35,12 @@ import numpy as np
 import xarray as xr
 
 from ._version import __version__
-from ._window_sums import copy_integer_windows, integer_window_sums
+from ._window_sums import copy_integer_windows, integer_window_sums, window_taps_at_limits
 from .atomic import replace_atomically
 from .binning import DEFAULT_BINS, count, edges_for
 from .branches import cf_flag_attrs
-from .clipping import CLIPPED_ATTRS, CLIPPED_VARIABLE, clipped_taps, counts_clipping
+from .clipping import (CLIPPED_ATTRS, CLIPPED_VARIABLE, TAP_COUNT_DTYPE, clipped_taps,
+                       counts_clipping, tap_limits)
 from .params import format_cluster_size
 from .spec import FinderSpec
 
@@ -248,20 +249,31 @@ def window_energies(windows: np.ndarray, out: np.ndarray | None = None) -> np.nd
 
 
 def copy_window_energies(windows: np.ndarray, out_windows: np.ndarray,
-                         out_energy: np.ndarray) -> None:
+                         out_energy: np.ndarray, at_limits: np.ndarray | None = None) -> None:
     """Copy ``windows`` into ``out_windows`` and write their `window_energies` into
-    ``out_energy``.
+    ``out_energy``, and, given ``at_limits``, each integer window's taps at its dtype's
+    limits into it (`aare_lab.clipping.taps_per_frame` sums them per frame).
 
-    Integer windows are read once for both, which makes assembling a result about 1.5x
-    faster than a copy and a sum (``benchmarks/result_copy.py``).
+    Integer windows are read once for all of it, which makes assembling a result about 1.5x
+    faster than a copy and a sum (``benchmarks/result_copy.py``), and spares int16 results
+    a second pass to count their clipped taps.
     """
+    n = len(windows)
     if windows.dtype in (np.int32, np.int16) and out_windows.dtype == windows.dtype \
             and out_windows.flags.c_contiguous:
-        n = len(windows)
-        copy_integer_windows(windows.reshape(n, -1), out_windows.reshape(n, -1), out_energy)
+        low, high = tap_limits(windows.dtype)
+        copy_integer_windows(windows.reshape(n, -1), out_windows.reshape(n, -1), out_energy,
+                             low, high, _NO_COUNT if at_limits is None else at_limits)
         return
     np.copyto(out_windows, windows)
     window_energies(out_windows, out=out_energy)
+    if at_limits is not None:
+        low, high = tap_limits(windows.dtype)
+        window_taps_at_limits(out_windows.reshape(n, -1), low, high, at_limits)
+
+
+#: `copy_integer_windows`'s ``at_limits`` when nothing is counted.
+_NO_COUNT = np.zeros(0, TAP_COUNT_DTYPE)
 
 
 def energy_coords(edges: np.ndarray, units: str = "ADU") -> dict:

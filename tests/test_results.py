@@ -130,3 +130,24 @@ def test_copied_windows_into_a_strided_target():
     copy_window_energies(windows, target, energy)
     np.testing.assert_array_equal(target, windows)
     np.testing.assert_array_equal(energy, windows.sum(axis=(1, 2)))
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+@pytest.mark.parametrize("dtype", ["int16", "int32"])
+def test_copied_windows_count_their_taps_at_the_limits(dtype, contiguous):
+    """Asked, the copy also counts each window's taps at its dtype's limits, in the one
+    pass or (into a strided target) after the copy: the count NumPy gives."""
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(8)
+    windows = rng.integers(-100, 100, (300, 5, 5)).astype(dtype)
+    windows[rng.random(windows.shape) < 0.03] = info.max
+    windows[rng.random(windows.shape) < 0.03] = info.min
+    target = np.zeros_like(windows) if contiguous else \
+        np.zeros((300, 5, 10), dtype)[:, :, ::2]
+    energy, at_limits = np.zeros(300), np.full(300, 99, np.uint8)
+    copy_window_energies(windows, target, energy, at_limits)
+    np.testing.assert_array_equal(target, windows)
+    np.testing.assert_array_equal(energy, windows.sum(axis=(1, 2), dtype=float))
+    expected = ((windows == info.max) | (windows == info.min)).sum(axis=(1, 2))
+    assert expected.max() > 1 and (expected == 0).any()
+    np.testing.assert_array_equal(at_limits, expected)

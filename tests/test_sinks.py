@@ -1,6 +1,7 @@
 """The result sinks write each cluster's frame number from its batch's clusters per frame,
-in the threaded pass that copies the clusters: every share of the threads, a batch whose
-counts do not match its clusters, and the file sink's reused column."""
+and count int16 windows' taps at the limits, in the threaded pass that copies the clusters:
+every share of the threads, a batch whose counts do not match its clusters, and the file
+sink's reused column."""
 
 import numpy as np
 import pytest
@@ -8,7 +9,9 @@ import xarray as xr
 
 import aare_lab.parallel
 from aare_lab import FrozenFinder, Pedestal
+from aare_lab.clipping import CLIPPED_VARIABLE, clipped_taps
 from aare_lab.finders._assembly import MemorySink
+from aare_lab.finders.base import ClusterBatch
 from aare_lab.simulate import Beam, Detector, Simulator
 
 
@@ -80,3 +83,32 @@ def test_a_batch_whose_counts_miss_its_clusters_is_refused(run):
     sink = MemorySink(finder._empty_batch(), lambda **fields: fields, False)
     sink.add(batch)
     np.testing.assert_array_equal(sink.result()["cluster_frame"], batch.cluster_frame)
+
+
+def test_int16_taps_at_the_limits_are_counted_per_frame_in_the_copying_pass(small_shares):
+    """The memory sink counts each window's taps at the limits while it copies the windows
+    (on four threads, frames split between them) and sums them per frame: the count NumPy
+    gives, frame by frame, and `clipped_taps`' of the file sink and the live path."""
+    rng = np.random.default_rng(4)
+    n_kept = np.array([0, 40, 0, 0, 25, 70, 0, 33, 1, 0])
+    windows = rng.integers(-300, 300, (n_kept.sum(), 3, 3)).astype(np.int16)
+    hits = rng.random(windows.shape) < 0.02
+    windows[hits] = rng.choice(np.array([-32768, 32767], np.int16), hits.sum())
+    numbers = np.arange(len(n_kept)) + 50
+    batch = ClusterBatch(numbers, n_kept, n_kept, np.zeros(len(windows), np.int32),
+                         np.zeros(len(windows), np.int32), windows,
+                         np.zeros((0, 4, 4), np.uint8), np.zeros(0, np.int64))
+    empty = ClusterBatch(*(v[:0] for v in batch[:8]))
+    sink = MemorySink(empty, lambda **fields: fields, False)
+    sink.add(batch)
+    sink.add(batch._replace(frame_numbers=numbers + 100))
+    per_window = (hits.sum(axis=(1, 2)))
+    expected = np.array([per_window[a:b].sum() for a, b in
+                         zip(np.cumsum(n_kept) - n_kept, np.cumsum(n_kept))])
+    assert expected[[1, 4, 5, 7]].all() and not expected[[0, 2, 3, 6, 9]].any()
+    result = sink.result()
+    np.testing.assert_array_equal(result[CLIPPED_VARIABLE], np.tile(expected, 2))
+    np.testing.assert_array_equal(clipped_taps(windows, n_kept), expected)
+    np.testing.assert_array_equal(result["windows"], np.concatenate([windows, windows]))
+    np.testing.assert_array_equal(result["energy"],
+                                  np.tile(windows.sum(axis=(1, 2), dtype=float), 2))

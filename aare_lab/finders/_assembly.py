@@ -4,12 +4,12 @@ Both sinks take each `ClusterBatch` as it comes and keep no reference to it, so 
 hold views of a finder's reused buffers (the GPU's pinned output) until the next one is
 asked for. The memory sink copies each batch into arrays that grow by doubling, sized from
 the first batch's cluster density, and hands views of them to the Dataset: one copy per
-value, no concatenation, no fresh allocation per chunk once the run's density is known;
-each cluster's frame number is written straight into its column, from the batch's clusters
-per frame, in the pass that copies the clusters. The file sink writes each batch (`aare_lab.result_store`). Either way the cluster energies
-are summed per batch on a few threads, by the memory sink in the same pass that copies the
-windows. int16 windows' taps at the limits are counted per frame by
-`aare_lab.clipping.clipped_taps`, batch by batch.
+value, no concatenation, no fresh allocation per chunk once the run's density is known.
+It writes each cluster's frame number straight into its column, from the batch's clusters
+per frame, sums the energies and, for int16 windows, counts the taps at the limits, all in
+the one threaded pass that copies the clusters. The file sink writes each batch
+(`aare_lab.result_store`), with the energies summed on a few threads and the taps at the
+limits counted by `aare_lab.clipping.clipped_taps`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import numpy as np
 import xarray as xr
 
 from .. import result_memory
-from ..clipping import CLIPPED_VARIABLE, clipped_taps, counts_clipping
+from ..clipping import (CLIPPED_VARIABLE, TAP_COUNT_DTYPE, clipped_taps, counts_clipping,
+                        taps_per_frame)
 from .._repeat import fill_runs, repeat, run_ends
 from ..parallel import parallel_copy, parallel_ranges
 from ..result_store import ResultWriter
@@ -91,16 +92,18 @@ class GrowingRows:
         return view
 
 
-def _cluster_work(batch, targets: dict, energy: np.ndarray) -> Callable[[int, int], None]:
-    """Write the clusters ``a:b`` of every field with their frame numbers and sum their
-    windows (for `parallel_ranges`)."""
+def _cluster_work(batch, targets: dict, energy: np.ndarray,
+                  at_limits: np.ndarray | None = None) -> Callable[[int, int], None]:
+    """Write the clusters ``a:b`` of every field with their frame numbers, sum their windows
+    and, given ``at_limits``, count each one's taps at the limits (for `parallel_ranges`)."""
     ends = _run_ends(batch)
 
     def work(a: int, b: int) -> None:
         fill_runs(batch.frame_numbers, ends, a, targets["cluster_frame"][a:b])
         np.copyto(targets["cluster_y"][a:b], batch.cluster_y[a:b])
         np.copyto(targets["cluster_x"][a:b], batch.cluster_x[a:b])
-        copy_window_energies(batch.windows[a:b], targets["windows"][a:b], energy[a:b])
+        copy_window_energies(batch.windows[a:b], targets["windows"][a:b], energy[a:b],
+                             None if at_limits is None else at_limits[a:b])
     return work
 
 
@@ -148,9 +151,12 @@ class MemorySink:
         self._make = make
         self._fields = {name: GrowingRows(value) for name, value in _layout(empty, want).items()}
         self._energy = GrowingRows(np.zeros(0))
-        # Per frame, int16 windows' taps at the limits: counted batch by batch, in cache.
-        self._clipped = GrowingRows(np.zeros(0, np.int64)) \
-            if counts_clipping(empty.windows.dtype.name) else None
+        # Per frame, int16 windows' taps at the limits: counted per window in the pass that
+        # copies them (into a buffer reused from batch to batch), summed per frame.
+        self._clipped = self._at_limits = None
+        if counts_clipping(empty.windows.dtype.name):
+            self._clipped = GrowingRows(np.zeros(0, np.int64))
+            self._at_limits = GrowingRows(np.zeros(0, TAP_COUNT_DTYPE))
         self._n_frames = n_frames
         n_maps = len(want) if isinstance(want, set) else n_frames if want else 0
         for name, rows in self._fields.items():
@@ -171,14 +177,17 @@ class MemorySink:
                 (energy if name is None else fields[name]).reserve(max(expected, k))
         targets = {name: fields[name].take(k) for name in CLUSTER_FIELDS}
         row = sum(target[:1].nbytes for target in targets.values())
-        parallel_ranges(_cluster_work(batch, targets, energy.take(k)), k, k * row)
+        at_limits = None
+        if self._at_limits is not None:
+            self._at_limits.size = 0
+            at_limits = self._at_limits.take(k)
+        parallel_ranges(_cluster_work(batch, targets, energy.take(k), at_limits), k, k * row)
         for name, rows in fields.items():
             if name not in CLUSTER_FIELDS:
                 src = getattr(batch, name)
                 parallel_copy(src, rows.take(len(src)))
-        if self._clipped is not None:
-            self._clipped.take(len(batch.n_kept))[...] = clipped_taps(targets["windows"],
-                                                                      batch.n_kept)
+        if at_limits is not None:
+            self._clipped.take(len(batch.n_kept))[...] = taps_per_frame(at_limits, batch.n_kept)
 
     def result(self) -> xr.Dataset:
         """The result Dataset; its arrays are views of the grown buffers."""
