@@ -26,7 +26,8 @@ def fill_runs(values, ends, start, out):
     start
         The first position written.
     out
-        Receives the values of positions ``start`` onwards.
+        Receives the values of positions ``start`` onwards; ``start + len(out)`` is at most
+        ``ends[-1]`` (compiled without bounds checks: the callers check, `run_ends`).
     """
     stop = start + len(out)
     i = np.searchsorted(ends, start, side="right")

@@ -2,7 +2,7 @@
 `window_energies`) and the taps at given limits (`aare_lab.clipping`), each alone or with
 the copy of the windows into a result.
 
-Both take the windows flattened to ``(n, wy * wx)``: one loop over a row's taps compiles
+All take the windows flattened to ``(n, wy * wx)``: one loop over a row's taps compiles
 to faster code than two nested loops over the window's rows and columns.
 """
 

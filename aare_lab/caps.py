@@ -22,7 +22,7 @@ def byte_size(n: float) -> str:
             return f"{n / scale:.3g} {unit}"
     return f"{n:.0f} B"
 
-# Per kept cluster the finders hold a window, y and x (int32) and a frame index (int64);
+# Per kept cluster the result holds a window, y and x (int32) and its frame number (int64);
 # per frame, n_found and n_kept (int64).
 _CENTRE_BYTES = 4 + 4 + 8
 _FRAME_BYTES = 8 + 8

@@ -63,6 +63,66 @@ def refuse_clipping(window_dtype: str, where: str, instead: str) -> None:
                          f"nothing by them): use window_dtype='int32', or {instead}")
 
 
+def tap_count_dtype(taps: int) -> np.dtype:
+    """The dtype of per-window counts of taps at the limits, for windows of ``taps`` taps:
+    a byte for every cluster size the finders take (at most 11x11), int64 beyond."""
+    return np.dtype(np.uint8 if taps <= np.iinfo(np.uint8).max else np.int64)
+
+
+def tap_limits(dtype) -> tuple:
+    """The lowest and highest value of an integer dtype.
+
+    Parameters
+    ----------
+    dtype
+        An integer dtype (or its name).
+
+    Returns
+    -------
+    tuple
+        ``(lowest, highest)``, scalars of that dtype.
+    """
+    dtype = np.dtype(dtype)
+    info = np.iinfo(dtype)
+    return dtype.type(info.min), dtype.type(info.max)
+
+
+def taps_per_frame(at_limits: np.ndarray, n_kept: np.ndarray) -> np.ndarray:
+    """Per frame, the taps at the limits of its windows, from each window's count.
+
+    Parameters
+    ----------
+    at_limits
+        Per window, its taps at the limits, frame after frame.
+    n_kept
+        Windows per frame; they add up to ``len(at_limits)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64, one count per frame.
+
+    Raises
+    ------
+    ValueError
+        When ``n_kept`` does not add up to the windows counted.
+
+    Examples
+    --------
+    >>> taps_per_frame(np.array([1, 0, 2], np.uint8), np.array([0, 2, 1, 0]))
+    array([0, 1, 2, 0])
+    """
+    n_kept = np.asarray(n_kept, np.int64)
+    if int(n_kept.sum()) != len(at_limits):
+        raise ValueError(f"n_kept adds up to {int(n_kept.sum())} clusters, but "
+                         f"{len(at_limits)} windows were given")
+    if not at_limits.any():
+        # The common case, decided in one pass over a byte per window.
+        return np.zeros(len(n_kept), np.int64)
+    upto = np.concatenate(([0], np.cumsum(at_limits, dtype=np.int64)))
+    return np.diff(upto[np.cumsum(n_kept)], prepend=0)
+
+
 def clipped_taps(windows: np.ndarray, n_kept: np.ndarray) -> np.ndarray:
     """Per frame, the stored taps at the limits of the windows' integer dtype.
 
@@ -90,48 +150,11 @@ def clipped_taps(windows: np.ndarray, n_kept: np.ndarray) -> np.ndarray:
     array([1, 2, 0])
     """
     flat = np.ascontiguousarray(windows).reshape(len(windows), int(np.prod(windows.shape[1:])))
-    at_limits = np.empty(len(flat), TAP_COUNT_DTYPE)
+    at_limits = np.empty(len(flat), tap_count_dtype(flat.shape[1]))
     low, high = tap_limits(flat.dtype)
     parallel_ranges(lambda a, b: window_taps_at_limits(flat[a:b], low, high, at_limits[a:b]),
                     len(flat), flat.nbytes)
     return taps_per_frame(at_limits, n_kept)
-
-
-#: Each window's count of taps at the limits (`window_taps_at_limits`): 121 at most.
-TAP_COUNT_DTYPE = np.uint8
-
-
-def tap_limits(dtype) -> tuple:
-    """The lowest and highest value of the integer ``dtype``, as that dtype's scalars."""
-    dtype = np.dtype(dtype)
-    info = np.iinfo(dtype)
-    return dtype.type(info.min), dtype.type(info.max)
-
-
-def taps_per_frame(at_limits: np.ndarray, n_kept: np.ndarray) -> np.ndarray:
-    """Per frame, the taps at the limits of its windows, from each window's count.
-
-    Parameters
-    ----------
-    at_limits
-        Per window, its taps at the limits, frame after frame.
-    n_kept
-        Windows per frame; they add up to ``len(at_limits)``.
-
-    Raises
-    ------
-    ValueError
-        When ``n_kept`` does not add up to the windows counted.
-    """
-    n_kept = np.asarray(n_kept, np.int64)
-    if int(n_kept.sum()) != len(at_limits):
-        raise ValueError(f"n_kept adds up to {int(n_kept.sum())} clusters, but "
-                         f"{len(at_limits)} windows were given")
-    if not at_limits.any():
-        # The common case, and one pass over a byte per window.
-        return np.zeros(len(n_kept), np.int64)
-    upto = np.concatenate(([0], np.cumsum(at_limits, dtype=np.int64)))
-    return np.diff(upto[np.cumsum(n_kept)], prepend=0)
 
 
 def clipping_message(result: xr.Dataset) -> str | None:
@@ -171,5 +194,5 @@ def report_clipping(result: xr.Dataset, stacklevel: int = 2) -> None:
 
 
 __all__ = ["CLIPPED_VARIABLE", "WindowClippedWarning", "clipped_taps", "clipped_text",
-           "clipping_message", "refuse_clipping",
-           "counts_clipping", "report_clipping"]
+           "clipping_message", "counts_clipping", "refuse_clipping", "report_clipping",
+           "tap_count_dtype", "tap_limits", "taps_per_frame"]

@@ -39,8 +39,7 @@ from ._window_sums import copy_integer_windows, integer_window_sums, window_taps
 from .atomic import replace_atomically
 from .binning import DEFAULT_BINS, count, edges_for
 from .branches import cf_flag_attrs
-from .clipping import (CLIPPED_ATTRS, CLIPPED_VARIABLE, TAP_COUNT_DTYPE, clipped_taps,
-                       counts_clipping, tap_limits)
+from .clipping import CLIPPED_ATTRS, CLIPPED_VARIABLE, clipped_taps, counts_clipping, tap_limits
 from .params import format_cluster_size
 from .spec import FinderSpec
 
@@ -248,6 +247,10 @@ def window_energies(windows: np.ndarray, out: np.ndarray | None = None) -> np.nd
     return windows.sum(axis=(1, 2), dtype=np.float64, out=out)
 
 
+#: `copy_integer_windows`'s ``at_limits`` when nothing is counted.
+_NO_COUNT = np.zeros(0, np.uint8)
+
+
 def copy_window_energies(windows: np.ndarray, out_windows: np.ndarray,
                          out_energy: np.ndarray, at_limits: np.ndarray | None = None) -> None:
     """Copy ``windows`` into ``out_windows`` and write their `window_energies` into
@@ -270,10 +273,6 @@ def copy_window_energies(windows: np.ndarray, out_windows: np.ndarray,
     if at_limits is not None:
         low, high = tap_limits(windows.dtype)
         window_taps_at_limits(out_windows.reshape(n, -1), low, high, at_limits)
-
-
-#: `copy_integer_windows`'s ``at_limits`` when nothing is counted.
-_NO_COUNT = np.zeros(0, TAP_COUNT_DTYPE)
 
 
 def energy_coords(edges: np.ndarray, units: str = "ADU") -> dict:

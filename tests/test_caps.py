@@ -21,7 +21,7 @@ def test_counts_array():
     hist = report["histogram"]
     assert hist.sel(clusters_per_frame=5) == 2 and hist.sel(clusters_per_frame=10) == 1
     assert int(hist.sum()) == 5 and len(hist) == 11
-    # Per cluster: 3x3 int32 window (36 B) + y, x (int32) + frame index (int64); per frame
+    # Per cluster: 3x3 int32 window (36 B) + y, x (int32) + frame number (int64); per frame
     # n_found and n_kept (int64).
     assert a["bytes_per_frame"] == 4 * (36 + 16) + 16
     assert "dropped" not in report

@@ -80,9 +80,15 @@ def test_a_batch_whose_counts_miss_its_clusters_is_refused(run):
     with pytest.raises(ValueError, match=f"a batch of {len(batch.cluster_y)} clusters says "
                        f"it kept {len(batch.cluster_y) + 1}"):
         sink.add(wrong)
+    with pytest.raises(ValueError, match=f"a batch of {len(batch.cluster_y)} clusters says "
+                       "it kept 0"):
+        sink.add(batch._replace(frame_numbers=batch.frame_numbers[:0], n_kept=batch.n_kept[:0]))
+    with pytest.raises(ValueError, match="says it kept"):
+        wrong.cluster_frame
     sink = MemorySink(finder._empty_batch(), lambda **fields: fields, False)
     sink.add(batch)
-    np.testing.assert_array_equal(sink.result()["cluster_frame"], batch.cluster_frame)
+    np.testing.assert_array_equal(sink.result()["cluster_frame"],
+                                  np.repeat(batch.frame_numbers, batch.n_kept))
 
 
 def test_int16_taps_at_the_limits_are_counted_per_frame_in_the_copying_pass(small_shares):
@@ -112,3 +118,11 @@ def test_int16_taps_at_the_limits_are_counted_per_frame_in_the_copying_pass(smal
     np.testing.assert_array_equal(result["windows"], np.concatenate([windows, windows]))
     np.testing.assert_array_equal(result["energy"],
                                   np.tile(windows.sum(axis=(1, 2), dtype=float), 2))
+
+
+def test_taps_of_windows_larger_than_the_finders_are_counted_without_wrapping():
+    """`clipped_taps` takes any windows: 17x17 ones at the limits count all 289 taps."""
+    windows = np.full((3, 17, 17), 32767, np.int16)
+    windows[1] = -32768
+    windows[2, 0, 0] = 0
+    np.testing.assert_array_equal(clipped_taps(windows, np.array([2, 0, 1])), [578, 0, 288])

@@ -22,9 +22,9 @@ import numpy as np
 import xarray as xr
 
 from .. import result_memory
-from ..clipping import (CLIPPED_VARIABLE, TAP_COUNT_DTYPE, clipped_taps, counts_clipping,
+from ..clipping import (CLIPPED_VARIABLE, clipped_taps, counts_clipping, tap_count_dtype,
                         taps_per_frame)
-from .._repeat import fill_runs, repeat, run_ends
+from .._repeat import fill_runs, repeat
 from ..parallel import parallel_copy, parallel_ranges
 from ..result_store import ResultWriter
 from ..results import copy_window_energies, window_energies
@@ -96,7 +96,7 @@ def _cluster_work(batch, targets: dict, energy: np.ndarray,
                   at_limits: np.ndarray | None = None) -> Callable[[int, int], None]:
     """Write the clusters ``a:b`` of every field with their frame numbers, sum their windows
     and, given ``at_limits``, count each one's taps at the limits (for `parallel_ranges`)."""
-    ends = _run_ends(batch)
+    ends = batch.kept_ends()
 
     def work(a: int, b: int) -> None:
         fill_runs(batch.frame_numbers, ends, a, targets["cluster_frame"][a:b])
@@ -105,17 +105,6 @@ def _cluster_work(batch, targets: dict, energy: np.ndarray,
         copy_window_energies(batch.windows[a:b], targets["windows"][a:b], energy[a:b],
                              None if at_limits is None else at_limits[a:b])
     return work
-
-
-def _run_ends(batch) -> np.ndarray:
-    """The batch's clusters per frame, cumulated (`aare_lab._repeat.fill_runs`), checked
-    against the clusters it holds."""
-    ends = run_ends(batch.n_kept, len(batch.frame_numbers))
-    held = len(batch.cluster_y)
-    if (ends[-1] if len(ends) else 0) != held:
-        raise ValueError(f"a batch of {held} clusters says it kept {ends[-1]}: its n_kept "
-                         "must count the clusters it holds, frame by frame")
-    return ends
 
 
 def _fields(batch, want: bool | set[int]) -> dict[str, np.ndarray]:
@@ -156,7 +145,8 @@ class MemorySink:
         self._clipped = self._at_limits = None
         if counts_clipping(empty.windows.dtype.name):
             self._clipped = GrowingRows(np.zeros(0, np.int64))
-            self._at_limits = GrowingRows(np.zeros(0, TAP_COUNT_DTYPE))
+            taps = int(np.prod(empty.windows.shape[1:]))
+            self._at_limits = GrowingRows(np.zeros(0, tap_count_dtype(taps)))
         self._n_frames = n_frames
         n_maps = len(want) if isinstance(want, set) else n_frames if want else 0
         for name, rows in self._fields.items():
@@ -233,6 +223,7 @@ class FileSink:
                    for name, value in _fields(batch, self._want).items()}
         columns["energy"] = energy
         self._frames.size = 0
+        batch.kept_ends()   # a batch whose counts miss its clusters is refused in its words
         columns["frame_number"] = repeat(batch.frame_numbers, batch.n_kept, self._frames.take(k))
         if counts_clipping(windows.dtype.name):
             columns[CLIPPED_VARIABLE] = clipped_taps(windows, batch.n_kept)

@@ -16,7 +16,7 @@ import xarray as xr
 from tqdm.auto import tqdm
 
 from .. import interrupt
-from .._repeat import repeat
+from .._repeat import repeat, run_ends
 from ..capacity import ON_TRUNCATION, cap_to_attr, report_truncation, truncation_message
 from ..checks import positive_int
 from ..clipping import report_clipping
@@ -52,7 +52,7 @@ class ClusterBatch(NamedTuple):
 
     Clusters come in frame order, ``n_kept`` of each frame, so each cluster's frame number
     is not stored but derived (`cluster_frame`); the result sinks write it straight into the
-    result.
+    result. A batch of `CudaFinder.spectrum` counts its clusters but carries none.
     """
 
     frame_numbers: np.ndarray
@@ -72,7 +72,25 @@ class ClusterBatch(NamedTuple):
     @property
     def cluster_frame(self) -> np.ndarray:
         """Each kept cluster's frame number (a new array)."""
+        self.kept_ends()
         return repeat(self.frame_numbers, self.n_kept)
+
+    def kept_ends(self) -> np.ndarray:
+        """The clusters kept up to each frame: frame ``k``'s are the rows
+        ``ends[k - 1]:ends[k]``.
+
+        Raises
+        ------
+        ValueError
+            When ``n_kept`` does not count the clusters the batch holds (a spectrum's batch
+            counts clusters it does not carry).
+        """
+        ends = run_ends(self.n_kept, len(self.frame_numbers))
+        kept, held = (int(ends[-1]) if len(ends) else 0), len(self.cluster_y)
+        if kept != held:
+            raise ValueError(f"a batch of {held} clusters says it kept {kept}: its n_kept "
+                             "must count the clusters it holds, frame by frame")
+        return ends
 
 
 def _branch_selection(branch_maps) -> bool | set[int]:
