@@ -28,9 +28,11 @@ def check() -> None:
 @contextmanager
 def raising_interrupts() -> Iterator[None]:
     """Within the block, SIGINT raises `KeyboardInterrupt` as by default and is remembered
-    for `check`. Off the main thread, where Python takes no signal handlers, it does
-    nothing."""
-    if threading.current_thread() is not threading.main_thread():
+    for `check`. Where SIGINT is not Python's default (ignored, as in a job started in the
+    background or under ``nohup``, or handled by the caller), and off the main thread,
+    where Python takes no signal handlers, it does nothing."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         yield
         return
 

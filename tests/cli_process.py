@@ -25,9 +25,12 @@ class CliProcess:
     def __init__(self, *args: str, cwd: Path | None = None):
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        # SIGINT as from a terminal: a test run started in the background (nohup, a CI
+        # job) ignores it, and the child would inherit that.
         self.process = subprocess.Popen(
             [sys.executable, "-m", "aare_lab", *args], cwd=cwd, env=env, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         self.lines: list[str] = []
         self._new: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()

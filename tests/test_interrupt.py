@@ -23,6 +23,15 @@ def sigint_in_a_weakref_callback():
     return keep
 
 
+@pytest.fixture(autouse=True)
+def python_default():
+    """SIGINT as Python sets it at start in a terminal (a job in the background starts with
+    it ignored); restored after the test."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_an_interrupt_dropped_in_a_callback_is_raised_at_the_next_check():
     with interrupt.raising_interrupts():
@@ -42,3 +51,14 @@ def test_find_stops_between_chunks_when_its_interrupt_was_dropped():
         sigint_in_a_weakref_callback()
         with pytest.raises(KeyboardInterrupt):
             finder.find(run.frames, progress=False)
+
+
+def test_an_ignored_interrupt_stays_ignored():
+    """A run started with SIGINT ignored (``nohup``, a background job) is not made
+    interruptible: the block leaves the handler alone."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with interrupt.raising_interrupts():
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        signal.raise_signal(signal.SIGINT)
+        interrupt.check()
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
