@@ -11,6 +11,9 @@ windows), both one after the other (the sink until 2026-12-02), and the sink's o
 of copied); each into result memory that is fresh (`aare_lab.result_memory` given back
 first) or reused.
 
+``bytes`` and GB/s count the four fields of each cluster, the frame number among them,
+which the sink now writes without reading (its GB/s are 8 bytes per cluster generous).
+
 Usage: ``python benchmarks/result_copy.py [--sizes 3x3,9x9] [--threads 4,8,16]``; writes
 ``benchmarks/results/result_copy_<time>.json`` (or under ``--out``).
 """
