@@ -5,12 +5,13 @@ Inside a weakref callback or a destructor (freed arrays, HDF5 objects) it is pri
 "Exception ignored" and dropped, and a long run went on to its end (seen in CI: ``aare-lab
 find`` finished a 4000-frame run after Ctrl-C). Under `raising_interrupts` the handler also
 remembers the interrupt, and `check`, called between chunks (`Finder.find`), raises it
-again.
+again; such a dropped interrupt is not printed either, since it is not lost.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,9 +41,18 @@ def raising_interrupts() -> Iterator[None]:
         _requested.set()
         raise KeyboardInterrupt
 
+    def unraisable(report) -> None:
+        # Python's "Exception ignored ... Traceback" of the interrupt it dropped, which
+        # `check` raises again: the user would read it as a crash.
+        if not (isinstance(report.exc_value, KeyboardInterrupt) and _requested.is_set()):
+            previous_hook(report)
+
+    previous_hook = sys.unraisablehook
     previous = signal.signal(signal.SIGINT, handle)
+    sys.unraisablehook = unraisable
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
         signal.signal(signal.SIGINT, previous)
         _requested.clear()

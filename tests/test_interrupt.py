@@ -1,6 +1,7 @@
 """Ctrl-C is not lost where Python drops the exception it raises (`aare_lab.interrupt`)."""
 
 import signal
+import sys
 import weakref
 
 import pytest
@@ -23,6 +24,15 @@ def sigint_in_a_weakref_callback():
     return keep
 
 
+def error_in_a_weakref_callback():
+    def fail(ref):
+        raise ValueError("a real error in a callback")
+    obj = Dropped()
+    keep = weakref.ref(obj, fail)
+    del obj
+    return keep
+
+
 @pytest.fixture(autouse=True)
 def python_default():
     """SIGINT as Python sets it at start in a terminal (a job in the background starts with
@@ -32,14 +42,21 @@ def python_default():
     signal.signal(signal.SIGINT, before)
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_an_interrupt_dropped_in_a_callback_is_raised_at_the_next_check():
+def test_an_interrupt_dropped_in_a_callback_is_raised_at_the_next_check(monkeypatch):
+    """Raised again by `check`, and not printed as "Exception ignored" where Python drops
+    it; other exceptions Python drops still reach the hook that was there."""
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", reported.append)
     with interrupt.raising_interrupts():
         sigint_in_a_weakref_callback()  # no exception reaches here
+        assert reported == []
+        error_in_a_weakref_callback()
+        assert [type(r.exc_value) for r in reported] == [ValueError]
         with pytest.raises(KeyboardInterrupt):
             interrupt.check()
     interrupt.check()  # the block's end forgets it
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert sys.unraisablehook == reported.append
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
