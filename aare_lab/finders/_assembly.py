@@ -91,6 +91,12 @@ class GrowingRows:
         self.size += rows
         return view
 
+    def take_over(self, rows: int) -> np.ndarray:
+        """The first ``rows`` rows, for the caller to fill anew: one batch's scratch, whose
+        memory the next batch reuses."""
+        self.size = 0
+        return self.take(rows)
+
 
 def _cluster_work(batch, targets: dict, energy: np.ndarray,
                   at_limits: np.ndarray | None = None) -> Callable[[int, int], None]:
@@ -167,10 +173,7 @@ class MemorySink:
                 (energy if name is None else fields[name]).reserve(max(expected, k))
         targets = {name: fields[name].take(k) for name in CLUSTER_FIELDS}
         row = sum(target[:1].nbytes for target in targets.values())
-        at_limits = None
-        if self._at_limits is not None:
-            self._at_limits.size = 0
-            at_limits = self._at_limits.take(k)
+        at_limits = None if self._at_limits is None else self._at_limits.take_over(k)
         parallel_ranges(_cluster_work(batch, targets, energy.take(k), at_limits), k, k * row)
         for name, rows in fields.items():
             if name not in CLUSTER_FIELDS:
@@ -215,16 +218,15 @@ class FileSink:
         """Write one batch."""
         windows = batch.windows
         k = len(windows)
-        self._energy.size = 0
-        energy = self._energy.take(k)
+        energy = self._energy.take_over(k)
         parallel_ranges(lambda a, b: window_energies(windows[a:b], out=energy[a:b]), k,
                         windows.nbytes)
         columns = {VARIABLES.get(name, name): value
                    for name, value in _fields(batch, self._want).items()}
         columns["energy"] = energy
-        self._frames.size = 0
         batch.kept_ends()   # a batch whose counts miss its clusters is refused in its words
-        columns["frame_number"] = repeat(batch.frame_numbers, batch.n_kept, self._frames.take(k))
+        columns["frame_number"] = repeat(batch.frame_numbers, batch.n_kept,
+                                         self._frames.take_over(k))
         if counts_clipping(windows.dtype.name):
             columns[CLIPPED_VARIABLE] = clipped_taps(windows, batch.n_kept)
         self._writer.append(columns)
