@@ -269,11 +269,13 @@ class Comparison:
                 for i, j in zip(a[order], b[order])}
 
     def summary(self) -> str:
-        """One line: ``"serial vs frozen: 8 / 11 (0.000082 %), 0 matched windows differ"``."""
+        """One line: ``"serial vs frozen: 8 only in serial, 11 only in frozen (0.000082 % of
+        all clusters), 0 matched windows differ"``."""
+        a, b = self.labels
         percent = np.format_float_positional(self.disagreement_percent, precision=2,
                                              unique=False, fractional=False, trim="-")
-        return (f"{self.labels[0]} vs {self.labels[1]}: {self.a_only} / {self.b_only} "
-                f"({percent} %), {self.matched_value_diffs:,} matched "
+        return (f"{a} vs {b}: {self.a_only:,} only in {a}, {self.b_only:,} only in {b} "
+                f"({percent} % of all clusters), {self.matched_value_diffs:,} matched "
                 + ("window differs" if self.matched_value_diffs == 1 else "windows differ"))
 
     def to_dict(self) -> dict:

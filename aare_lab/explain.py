@@ -100,6 +100,18 @@ class Explanation:
                          "same_in_float32"]].sel(finder=label, test=test)
         return {name: row[name].item() for name in row.data_vars}
 
+    def __repr__(self) -> str:
+        # One line, not the dataclass's dump of `data`: what a notebook shows for ``e``.
+        # The whole report is `aare_lab.plots.ExplanationTable` (or `explanation_text`).
+        branches = ", ".join(f"{label} {self.branch(label).name}" for label in self.labels)
+        if self.deciding_test is None:
+            decides = "all take the same branch"
+        else:
+            why = f" ({', '.join(self.reasons)})" if self.reasons else ""
+            decides = f"{TEST_TITLES[self.deciding_test]} decides{why}"
+        return (f"<Explanation of pixel (y={self.y}, x={self.x}) of frame {self.frame}: "
+                f"{branches}; {decides}>")
+
 
 def _reading(spec: FinderSpec, pedestal: Pedestal) -> tuple:
     """What a finder reads every frame through, made once per explanation: its calibration

@@ -33,7 +33,8 @@ def test_compare_prints_writes_json_and_panel(files, tmp_path, capsys):
                  "--json", str(summary), "--panel", str(panel)])
     out = capsys.readouterr().out
     assert code == 0
-    assert out.splitlines()[0] == "serial vs frozen: 1 / 4 (83 %), 0 matched windows differ"
+    assert out.splitlines()[0] == ("serial vs frozen: 1 only in serial, 4 only in frozen "
+                                   "(83 % of all clusters), 0 matched windows differ")
     assert "classification: displaced 2, isolated 3" in out
     assert "cause: pedestal_diverged 1, timing 4" in out
     assert ("transitions: QUIET_UPDATE -> TEST3_STORE: 3, TEST3_STORE -> TEST3_SKIP: 1, "
@@ -75,9 +76,13 @@ def test_compare_three_results_gives_every_pair(files, tmp_path, capsys):
     assert main(["compare", str(files["serial"]), str(files["frozen"]), str(files["frozen32"]),
                  "--json", str(summary)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[:3] == ["serial vs frozen/float64: 1 / 4 (83 %), 0 matched windows differ",
-                         "serial vs frozen/float32: 1 / 4 (83 %), 0 matched windows differ",
-                         "frozen/float64 vs frozen/float32: 0 / 0 (0 %), 0 matched windows differ"]
+    assert lines[:3] == [
+        "serial vs frozen/float64: 1 only in serial, 4 only in frozen/float64 (83 % of all "
+        "clusters), 0 matched windows differ",
+        "serial vs frozen/float32: 1 only in serial, 4 only in frozen/float32 (83 % of all "
+        "clusters), 0 matched windows differ",
+        "frozen/float64 vs frozen/float32: 0 only in frozen/float64, 0 only in frozen/float32 "
+        "(0 % of all clusters), 0 matched windows differ"]
     pairs = json.loads(summary.read_text())["pairs"]
     assert [(p["a"], p["b"]) for p in pairs] == [("serial", "frozen/float64"),
                                                  ("serial", "frozen/float32"),

@@ -64,6 +64,8 @@ def test_timing_site_numbers(timing):
         f"({y}, {x - 1})"
     assert taps in explanation_text(e) and taps in explanation_html(e)
     assert repr(ExplanationTable(e)) == f"<ExplanationTable of frame 0 ({y}, {x}): {verdict(e)}>"
+    assert repr(e) == (f"<Explanation of pixel (y={y}, x={x}) of frame 0: serial QUIET_UPDATE, "
+                       "frozen TEST3_STORE; Test 3 decides (timing)>")
 
 
 def test_diverged_pedestal_site(timing):
@@ -156,6 +158,12 @@ def test_recomputed_branches_equal_the_finders_maps():
             assert e.data["finder_branch"].sel(finder=label) == e.branch(label)
         updated += int(e.data["updated"].sel(finder="serial").any())
     assert updated > 10, "the serial in-frame reads were exercised"
+    alike = next(e for e in explanations if e.deciding_test is None)
+    assert repr(alike) == (f"<Explanation of pixel (y={alike.y}, x={alike.x}) of frame "
+                           f"{alike.frame}: serial {alike.branch('serial').name}, frozen "
+                           f"{alike.branch('frozen').name}, frozen32 "
+                           f"{alike.branch('frozen32').name}, serial32 "
+                           f"{alike.branch('serial32').name}; all take the same branch>")
     assert {e.branch("frozen") for e in explanations} >= {Branch.QUIET_UPDATE,
                                                          Branch.TEST1_STORE}
 
