@@ -139,7 +139,7 @@ def explanation_html(e: Explanation) -> str:
     parts = [f"<h4>{html.escape(_header(e))}</h4>", "<b>raw</b>", _table(_grid(e, "raw", None))]
     for label in e.labels:
         parts.append(f"<h5>{html.escape(_finder_title(e, label))}</h5>")
-        parts.append("<div style='display:flex;gap:16px'>" + "".join(
+        parts.append("<div style='display:flex;flex-wrap:wrap;gap:16px'>" + "".join(
             f"<div><b>{name}</b>{_table(_grid(e, name, label))}</div>"
             for name in ("mean", "rms", "v")) + "</div>")
         updated = _updated_line(e, label)
@@ -148,7 +148,11 @@ def explanation_html(e: Explanation) -> str:
         parts.append(_table([[k, v] for k, v in _scalars(e, label)]))
         parts.append(_table(test_rows(e, label), TEST_COLUMNS))
     parts.append(f"<p><b>{html.escape(verdict(e))}</b></p>")
-    return "".join(parts)
+    # Sized by the space it is given, not by its widest table: a wide table scrolls, the
+    # text wraps where it can be read (a widget's HTML box is otherwise as wide as its
+    # widest table, and the notebook clips what sticks out, the verdict's ends included).
+    return ("<div style='width:0;min-width:100%;overflow-x:auto'>" + "".join(parts)
+            + "</div>")
 
 
 class ExplanationTable:

@@ -111,6 +111,28 @@ CONTROL_SELECTOR = ", ".join(
         ".widget-play",
     )
 )
+#: Outputs wider than the notebook, which JupyterLab clips at its right edge (a figure wider
+#: than the page, a table that sets its box's width and with it where the text around it
+#: wraps): per cell, its index, the widest element's width, the room and what it is.
+CLIPPED_OUTPUTS_JS = """() => {
+  const found = [];
+  document.querySelectorAll('.jp-Notebook .jp-Cell').forEach((cell, index) => {
+    for (const out of cell.querySelectorAll('.jp-OutputArea-output')) {
+      if (out.scrollWidth <= out.clientWidth + 2) continue;
+      let widest = out, width = 0;
+      for (const el of out.querySelectorAll('*')) {
+        const w = el.getBoundingClientRect().width;
+        if (w > width) { widest = el; width = w; }
+      }
+      const text = (widest.innerText || '').trim().slice(0, 60);
+      found.push([index, Math.round(Math.max(width, out.scrollWidth)), out.clientWidth,
+                  `<${widest.tagName.toLowerCase()} class="${widest.className}">` +
+                  (text ? ` "${text}"` : '')]);
+      break;
+    }
+  });
+  return found;
+}"""
 ERROR_TEXT = re.compile(r"Traceback|\b[A-Z]\w*Error\b|^Error\b", re.M)
 
 
@@ -648,6 +670,12 @@ class NotebookRun:
             problems.append(f"{self.report.controls} ipywidgets control(s) in the page, at least {want_controls} expected")
         return problems
 
+    def clipped_outputs(self) -> list[str]:
+        """Outputs wider than the notebook (`CLIPPED_OUTPUTS_JS`), as problems."""
+        return [f"cell {cell}'s output is {width} px wide in the notebook's {room} px and "
+                f"clipped on the right: {what}"
+                for cell, width, room, what in self.page.evaluate(CLIPPED_OUTPUTS_JS)]
+
     def locate(self, check: dict):
         index = int(check.get("index", 0))
         if "selector" in check:
@@ -806,6 +834,8 @@ class NotebookRun:
                     if p.replace("after moving the controls", "") not in seen
                 ]
                 t = self.step("controls", t)
+            # Last, so that what the controls showed (an explanation, a wider table) counts.
+            problems += self.clipped_outputs()
             self.report.problems = problems
         except Exception as err:
             self.report.problems.append(f"{type(err).__name__}: {err}")

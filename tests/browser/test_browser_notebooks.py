@@ -41,14 +41,15 @@ def test_notebook_in_jupyterlab(lab, browser, notebook):
 @pytest.mark.slow
 @pytest.mark.parametrize("lab", MODES[:1], indirect=True)
 def test_harness_catches_a_broken_notebook(lab, browser):
-    """The checks are not vacuous: a raising cell and a control that leaves the
-    figure alone are both reported."""
+    """The checks are not vacuous: a raising cell, a control that leaves the figure alone
+    and an output wider than the notebook are all reported."""
     mode, server = lab
     report = lab_harness.check_notebook(browser, server, lab_harness.FIXTURES / "broken_notebook.ipynb", mode)
     print(report.summary())
     text = "\n".join(report.problems)
     assert "ValueError: deliberate failure" in text, report.summary()
     assert "did not change" in text, report.summary()
+    assert "cell 3's output is" in text and "clipped on the right" in text, report.summary()
     assert report.canvases == 1 and report.controls == 1, report.summary()
 
 
