@@ -73,6 +73,18 @@ def spectrum_units(spectra: xr.DataArray) -> str:
     return str(spectra["energy"].attrs.get("units", "ADU"))
 
 
+def shown_energy(units: str, gain: float | None = None) -> tuple[float, str]:
+    """How energies in ``units`` are shown: the factor they are multiplied by, and the unit
+    shown; with ``gain`` (ADU per keV) ADU are shown in keV.
+
+    Examples
+    --------
+    >>> shown_energy("ADU", 40.0), shown_energy("ADU")
+    ((0.025, 'keV'), (1.0, 'ADU'))
+    """
+    return (1 / gain, "keV") if gain else (1.0, units)
+
+
 def spectrum_ratio(spectra: xr.DataArray, reference: str | None = None) -> xr.DataArray:
     """Each finder's spectrum divided by the reference finder's (default: the first).
 
@@ -192,8 +204,8 @@ def fit_or_none(spectrum: xr.DataArray, label: str, window: tuple[float, float] 
     # On a flat or piled-up spectrum the fit "finds" a peak it cannot place: errors that
     # could not be estimated, or wider than the peak itself.
     width = fits["fwhm"].to_numpy()
-    placed = all(np.isfinite(fits[name].to_numpy()).all() and
-                 (fits[name].to_numpy() < width).all() for name in ("position_err", "fwhm_err"))
+    placed = all(np.isfinite(error).all() and (error < width).all()
+                 for error in (fits["position_err"].to_numpy(), fits["fwhm_err"].to_numpy()))
     return fits if placed else None
 
 

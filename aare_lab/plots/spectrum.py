@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 from ..spectra import (
     RUN_COORDS,
     peak_fit,
+    shown_energy,
     spectrum_ratio,
     spectrum_ratio_error,
     spectrum_units,
@@ -149,7 +150,7 @@ class SpectrumView(View):
         if gain and units != "ADU":
             raise ValueError(f"the spectra are in {units} already: gain converts spectra in "
                              "ADU, leave it out")
-        self.units = "keV" if gain else units
+        self._fit_scale, self.units = shown_energy(units, gain)
         self.labels = [str(f) for f in spectra["finder"].to_numpy()]
         self.reference = self.labels[0] if reference is None else reference
         self.gain, self.log, self.min_counts = gain, log, min_counts
@@ -254,7 +255,7 @@ class SpectrumView(View):
         curve.set_data(self._x(energy), fit.evaluate(energy))
         peak.set_xdata([self._x(fit.position)] * 2)
         peak.set_visible(True)
-        note.set_text(f"{label}: {fit.summary(float(self._x(1.0)), self.units)}")
+        note.set_text(f"{label}: {fit.summary(self._fit_scale, self.units)}")
 
     def _draw_ratio(self, spectra: xr.DataArray) -> None:
         ratio = spectrum_ratio(spectra, self.reference)

@@ -13,7 +13,7 @@ from ..params import parse_cluster_size
 from ..pedestal import NOISE_MODES, PEDESTAL_DTYPES
 from ..spec import FinderSpec
 from ..results import spectrum, spectrum_edges
-from ..spectra import fit_or_none, peak_fit, spectrum_units
+from ..spectra import fit_or_none, peak_fit, shown_energy, spectrum_units
 from .base import InteractiveWidget
 from .controls import (
     N_SIGMA_MAX,
@@ -205,7 +205,8 @@ class FinderControls(InteractiveWidget):
             return [spec_text(self.spec)]
         ran = "" if outcome.spec == self.spec else f" ({spec_text(outcome.spec)})"
         fit = [] if outcome.fits is None else \
-            [peak_fit(outcome.fits, outcome.spec.finder).summary(*self._fit_scale(outcome))]
+            [peak_fit(outcome.fits, outcome.spec.finder).summary(
+                *shown_energy(spectrum_units(outcome.spectrum), self.gain))]
         return [spec_text(self.spec), f"last run{ran}: {outcome.figures()}", *fit,
                 *self.notes]
 
@@ -263,13 +264,6 @@ class FinderControls(InteractiveWidget):
             outcome = outcome._replace(spectrum=shown)
         return outcome._replace(fits=fit_or_none(outcome.spectrum, spec.finder,
                                                  self.fit_window, self.lines))
-
-    def _fit_scale(self, outcome: RunOutcome) -> tuple[float, str]:
-        """What the fit's energies are multiplied by, and their unit, as the view shows
-        them."""
-        if self.gain:
-            return 1 / self.gain, "keV"
-        return 1.0, spectrum_units(outcome.spectrum)
 
     def describe(self, task) -> str:
         """The status text: which finder ran, how long, how fast, what it found."""

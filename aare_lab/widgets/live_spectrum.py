@@ -26,7 +26,7 @@ from ..readahead import read_ahead
 from ..results import counts_spectrum, window_energies
 from ..sources import open_source
 from ..spec import FinderSpec
-from ..spectra import fit_or_none, peak_fit
+from ..spectra import fit_or_none, peak_fit, shown_energy
 from .base import InteractiveWidget
 from .controls import (
     N_SIGMA_MAX,
@@ -597,9 +597,8 @@ def _stats_html(s: Snapshot, gain: float | None) -> str:
                  f"{c['frames_incomplete']:,} incomplete, {c['messages_malformed']:,} "
                  "malformed")
     if s.fits is not None:
-        scale, unit = (1 / gain, "keV") if gain else (1.0, s.spec.units)
         fit = peak_fit(s.fits, str(s.fits["finder"][0].item()))
-        text += f"<br>{fit.summary(scale, unit)}"
+        text += f"<br>{fit.summary(*shown_energy(s.spec.units, gain))}"
     if s.frames_truncated:
         text += (f"<br><b>{s.frames_truncated:,}</b> frames truncated at "
                  f"max_clusters_per_frame={s.spec.max_clusters_per_frame}")
