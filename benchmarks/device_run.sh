@@ -59,13 +59,25 @@ if [[ $what == ab ]]; then
     done
 fi
 if [[ $what == profile ]]; then
-    # Nsight Compute on one warm launch of the shipped kernel (float32, 3x3).
+    # Nsight Compute on one warm launch of the shipped kernel (float32, 3x3, unless options
+    # for kernel_variants.py say otherwise): the summary sections, then where the warps
+    # stall, line by line of the source (compiled with -lineinfo) and instruction by instruction.
     ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1)
     (cd /tmp && "$ncu" --clock-control none --kernel-name frozen_chunk --launch-skip 2 \
         --launch-count 1 --section SpeedOfLight --section WarpStateStats \
         --section SchedulerStats --section LaunchStats --section Occupancy \
-        --section MemoryWorkloadAnalysis python3 "$repo/benchmarks/kernel_variants.py" \
-        --frames 1024 --repeats 1 --out /tmp/ncu_out > "$out/ncu.txt" 2>&1) || status=1
-    tail -n 120 "$out/ncu.txt"
+        --section MemoryWorkloadAnalysis --section SourceCounters --import-source yes \
+        --export "$out/frozen_chunk" --force-overwrite \
+        python3 "$repo/benchmarks/kernel_variants.py" --frames 1024 --repeats 1 \
+        --dtypes float32 --sizes 3x3 --variants "as shipped" --lineinfo --out /tmp/ncu_out "$@" \
+        > "$out/ncu.txt" 2>&1) || status=1
+    "$ncu" --import "$out/frozen_chunk.ncu-rep" --page details > "$out/ncu_details.txt" 2>&1
+    # The kernel was compiled from a temporary copy of its source: resolve it from kernels/
+    # (--source-folders is not yet seen working here; the SASS page below is).
+    "$ncu" --import "$out/frozen_chunk.ncu-rep" --page source --print-source cuda --csv \
+        --source-folders "$repo/kernels" > "$out/ncu_source_cuda.csv" 2>&1
+    "$ncu" --import "$out/frozen_chunk.ncu-rep" --page source --print-source sass --csv \
+        > "$out/ncu_source_sass.csv" 2>&1
+    tail -n 60 "$out/ncu.txt"; head -c 3000 "$out/ncu_source_cuda.csv"
 fi
 exit $status

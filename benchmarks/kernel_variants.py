@@ -80,10 +80,10 @@ def patched(source: str, name: str) -> str:
 _ATTR_REGS, _ATTR_LOCAL_BYTES = 4, 3
 
 
-def compile_variant(cp, source: str, spec):
+def compile_variant(cp, source: str, spec, extra=()):
     from cupy.cuda import compiler
 
-    cubin, _ = compiler.compile_using_nvrtc(source, OPTIONS + spec.defines(),
+    cubin, _ = compiler.compile_using_nvrtc(source, [*OPTIONS, *spec.defines(), *extra],
                                             compiler._get_arch(), filename=SOURCE)
     module = cp.cuda.function.Module()
     module.load(cubin)
@@ -114,6 +114,8 @@ def main(argv=None):
                         help="frame shape NYxNX (photons per frame scale with the area)")
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         help="the variants to time, comma-separated (default: all)")
+    parser.add_argument("--lineinfo", action="store_true",
+                        help="compile with -lineinfo, so that a profiler maps samples to lines")
     args = parser.parse_args(argv)
     chosen = args.variants.split(",")
     unknown = sorted(set(chosen) - set(VARIANTS))
@@ -147,7 +149,8 @@ def main(argv=None):
                 finder._to_device()
                 spec = finder._engine.spec
                 for name, left_out, text in kernels:
-                    module, kernel = compile_variant(cp, text, spec)
+                    module, kernel = compile_variant(cp, text, spec,
+                                                     ["-lineinfo"] if args.lineinfo else [])
                     regs = cp.cuda.driver.funcGetAttribute(_ATTR_REGS, kernel.ptr)
                     local = cp.cuda.driver.funcGetAttribute(_ATTR_LOCAL_BYTES, kernel.ptr)
                     seconds = time_kernel(cp, finder, kernel, dev, args.repeats)
