@@ -19,9 +19,10 @@ def interactive(request):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip GPU tests, with the reason, where the cuda finder cannot run; in CI
-    (``AARE_LAB_REQUIRE_AARE=1``) an aare oracle test that would skip fails, and so does
-    an slsReceiver test wherever ``AARE_LAB_SLSDET`` names the binaries."""
+    """Skip GPU tests, with the reason, where the cuda finder cannot run, and the kernel's
+    compile tests where NVRTC is not installed; in CI (``AARE_LAB_REQUIRE_AARE=1``,
+    ``AARE_LAB_REQUIRE_NVRTC=1``) an aare oracle or compile test that would skip fails, and
+    so does an slsReceiver test wherever ``AARE_LAB_SLSDET`` names the binaries."""
     gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
     if gpu_tests:
         from aare_lab.gpu import GpuUnavailable, cupy_or_raise
@@ -32,6 +33,21 @@ def pytest_collection_modifyitems(config, items):
             skip = pytest.mark.skip(reason=f"no usable GPU: {err}")
             for item in gpu_tests:
                 item.add_marker(skip)
+    nvrtc_tests = [item for item in items if item.get_closest_marker("nvrtc")]
+    if nvrtc_tests:
+        from aare_lab.gpu.nvrtc import NvrtcUnavailable, library_path
+
+        required = os.environ.get("AARE_LAB_REQUIRE_NVRTC") == "1"
+        try:
+            library_path()
+            missing = None
+        except NvrtcUnavailable as err:
+            missing = pytest.mark.skip(reason=f"cannot compile the kernel here: {err}")
+        for item in nvrtc_tests:
+            if required:
+                item.add_marker(pytest.mark.nvrtc_required)
+            if missing:
+                item.add_marker(missing)
     if os.environ.get("AARE_LAB_SLSDET"):
         for item in items:
             if item.get_closest_marker("slsdet"):
@@ -48,7 +64,9 @@ def pytest_collection_modifyitems(config, items):
 REQUIRED = {"aare_required": "aare oracle required in CI but skipped",
             "browser_required": "browser test required in CI (AARE_LAB_REQUIRE_BROWSER=1) "
                                 "but skipped",
-            "slsdet_required": "slsReceiver test required (AARE_LAB_SLSDET is set) but skipped"}
+            "slsdet_required": "slsReceiver test required (AARE_LAB_SLSDET is set) but skipped",
+            "nvrtc_required": "kernel compile test required (AARE_LAB_REQUIRE_NVRTC=1) but "
+                              "skipped"}
 
 
 @pytest.hookimpl(hookwrapper=True)

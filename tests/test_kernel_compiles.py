@@ -1,0 +1,74 @@
+"""The CUDA kernel compiles, for every kind of variant the finder builds, on a machine
+without a GPU (NVRTC from PyPI, `aare_lab.gpu.nvrtc`): a broken kernel fails here, in CI,
+not first on the GPU machine. Its results are tested on a GPU (test_cuda.py and others)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from aare_lab.gpu.kernels import MAX_PIXELS_PER_THREAD, SM_THREADS, KernelSpec, kernel_dir
+from aare_lab.gpu.nvrtc import KernelCompileError, compile_offline
+
+pytestmark = pytest.mark.nvrtc
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+#: One of each kind: both state dtypes, every window dtype, square and oblong windows up to
+#: 11x11, every block size, one to MAX_PIXELS_PER_THREAD pixels per thread, MÖNCH and
+#: JUNGFRAU widths, common mode and gain switching, alone and together.
+VARIANTS = {
+    "moench-3x3-f32": KernelSpec("float32", "int32", (3, 3), 2, 400, 1024),
+    "moench-9x9-f64": KernelSpec("float64", "int32", (9, 9), 2, 400, 1024),
+    "int16-saturated": KernelSpec("float64", "int16", (3, 3), 2, 400, 1024),
+    "float32-windows": KernelSpec("float32", "float32", (5, 3), 1, 400, 512),
+    "float64-windows": KernelSpec("float64", "float64", (11, 11), 2, 400, 256),
+    "jungfrau-gain-common-mode": KernelSpec("float64", "int32", (3, 3), 4, 1024, 1024,
+                                            common_mode=True, gain_switching=True),
+    "jungfrau-gain-9x9-f32": KernelSpec("float32", "int16", (9, 9), 4, 1024, 1024,
+                                        gain_switching=True),
+    "common-mode-256": KernelSpec("float32", "int32", (3, 3), 8, 1024, 256, common_mode=True),
+    "most-pixels-per-thread": KernelSpec("float32", "int32", (3, 3),
+                                         MAX_PIXELS_PER_THREAD, 1024, 256),
+}
+
+
+def register_budget(threads: int) -> int:
+    """Registers per thread that keep a block resident as the engine plans it: a block of
+    ``threads`` shares an SM with others up to `SM_THREADS` (``__launch_bounds__``)."""
+    return 65536 // max(threads, SM_THREADS)
+
+
+@pytest.mark.parametrize("spec", VARIANTS.values(), ids=VARIANTS.keys())
+def test_every_kind_of_variant_compiles_within_its_register_budget(spec):
+    compiled = compile_offline(spec)
+    assert compiled.cubin[:4] == b"\x7fELF"
+    # The cooperative launch needs every block resident at once: more registers per thread
+    # than the launch bounds allow would fail it on the GPU.
+    assert 0 < compiled.registers <= register_budget(spec.threads), compiled.log
+
+
+def test_a_source_that_does_not_compile_is_refused_with_nvrtc_s_words():
+    spec = VARIANTS["moench-3x3-f32"]
+    source = (kernel_dir() / "frozen.cu").read_text()
+    assert source.count("mean = s / N;") == 1
+    broken = source.replace("mean = s / N;", "mean = s / n_missing;")
+    with pytest.raises(KernelCompileError, match=r"(?s)frozen\.cu.*error.*n_missing"):
+        compile_offline(spec, source=broken)
+
+
+def test_the_benchmark_s_variants_still_patch_and_compile():
+    """``benchmarks/kernel_variants.py`` times the kernel with stages removed by text
+    patches of the shipped source; a patch that no longer applies, or no longer compiles,
+    would only show on the GPU machine."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import kernel_variants
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    source = (kernel_dir() / "frozen.cu").read_text()
+    spec = VARIANTS["moench-3x3-f32"]
+    for name in kernel_variants.VARIANTS:
+        text = kernel_variants.patched(source, name)
+        assert (text == source) == (name == "as shipped"), name
+        assert compile_offline(spec, source=text).registers > 0, name
