@@ -52,10 +52,11 @@ def library_path() -> Path:
         import nvidia
     except ImportError:
         raise NvrtcUnavailable(f"NVRTC is not installed; {_INSTALL}") from None
-    for root in nvidia.__path__:
-        found = sorted(Path(root).glob("*/lib/libnvrtc.so.*[0-9]"))
-        if found:
-            return found[-1]
+    found = [path for root in nvidia.__path__ for path in Path(root).glob("*/lib/libnvrtc.so.*")
+             if re.fullmatch(r"libnvrtc\.so(\.\d+)+", path.name)]
+    if found:
+        # The newest CUDA's, where wheels of several are installed.
+        return max(found, key=lambda path: [int(n) for n in path.name.split(".")[2:]])
     raise NvrtcUnavailable(f"no libnvrtc.so under {list(nvidia.__path__)}; {_INSTALL}")
 
 
