@@ -60,17 +60,17 @@ def run_ends(counts: np.ndarray, n_values: int) -> np.ndarray:
     return np.cumsum(counts)
 
 
-def repeat(values: np.ndarray, counts: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """``numpy.repeat(values, counts)``, written into ``out`` when given.
+def repeat(values: np.ndarray, ends: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``numpy.repeat`` of the runs that end at ``ends``, written into ``out`` when given.
 
     Parameters
     ----------
     values
         One value per run.
-    counts
-        Non-negative run lengths, one per value.
+    ends
+        The cumulative run lengths, checked (`run_ends`).
     out
-        A 1-D array of exactly ``counts.sum()`` elements (None: a new array).
+        A 1-D array of exactly ``ends[-1]`` elements (None: a new array).
 
     Returns
     -------
@@ -80,14 +80,14 @@ def repeat(values: np.ndarray, counts: np.ndarray, out: np.ndarray | None = None
     Raises
     ------
     ValueError
-        When ``out`` has not exactly ``counts.sum()`` elements, or a count is negative.
+        When ``out`` has not exactly ``ends[-1]`` elements.
 
     Examples
     --------
-    >>> repeat(np.array([7, 8, 9]), np.array([2, 0, 1]))
+    >>> values = np.array([7, 8, 9])
+    >>> repeat(values, run_ends(np.array([2, 0, 1]), len(values)))
     array([7, 7, 9])
     """
-    ends = run_ends(counts, len(values))
     total = int(ends[-1]) if len(ends) else 0
     if out is None:
         out = np.empty(total, values.dtype)

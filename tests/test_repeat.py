@@ -17,9 +17,10 @@ def test_repeat_is_numpy_repeat(monkeypatch, counts):
     monkeypatch.setattr(aare_lab.parallel, "_pools", {})
     values = np.arange(100, 100 + len(counts), dtype=np.int64)
     expected = np.repeat(values, counts)
-    np.testing.assert_array_equal(repeat(values, np.array(counts, np.int64)), expected)
+    ends = run_ends(np.array(counts, np.int64), len(values))
+    np.testing.assert_array_equal(repeat(values, ends), expected)
     out = np.full(len(expected), -1, np.int64)
-    assert repeat(values, counts, out) is out
+    assert repeat(values, ends, out) is out
     np.testing.assert_array_equal(out, expected)
     if expected.size:
         executor, threads = aare_lab.parallel._pools["default"]
@@ -30,11 +31,11 @@ def test_repeat_is_numpy_repeat(monkeypatch, counts):
 def test_an_output_of_the_wrong_size_or_a_negative_count_is_refused():
     values = np.arange(3, dtype=np.int64)
     with pytest.raises(ValueError, match="an output of 6 values"):
-        repeat(values, [1, 2, 3], np.empty(7, np.int64))
+        repeat(values, run_ends([1, 2, 3], len(values)), np.empty(7, np.int64))
     with pytest.raises(ValueError, match="one non-negative count per value"):
-        repeat(values, [1, -2, 3], np.empty(2, np.int64))
+        repeat(values, run_ends([1, -2, 3], len(values)), np.empty(2, np.int64))
     with pytest.raises(ValueError, match="one non-negative count per value"):
-        repeat(values, [1, 2])
+        repeat(values, run_ends([1, 2], len(values)))
 
 
 def test_every_slice_of_the_runs_is_filled_on_its_own():

@@ -224,8 +224,7 @@ class FileSink:
         columns = {VARIABLES.get(name, name): value
                    for name, value in _fields(batch, self._want).items()}
         columns["energy"] = energy
-        batch.kept_ends()   # a batch whose counts miss its clusters is refused in its words
-        columns["frame_number"] = repeat(batch.frame_numbers, batch.n_kept,
+        columns["frame_number"] = repeat(batch.frame_numbers, batch.kept_ends(),
                                          self._frames.take_over(k))
         if counts_clipping(windows.dtype.name):
             columns[CLIPPED_VARIABLE] = clipped_taps(windows, batch.n_kept)

@@ -72,8 +72,7 @@ class ClusterBatch(NamedTuple):
     @property
     def cluster_frame(self) -> np.ndarray:
         """Each kept cluster's frame number (a new array)."""
-        self.kept_ends()
-        return repeat(self.frame_numbers, self.n_kept)
+        return repeat(self.frame_numbers, self.kept_ends())
 
     def kept_ends(self) -> np.ndarray:
         """The clusters kept up to each frame: frame ``k``'s are the rows
