@@ -11,7 +11,7 @@ first frames or starts from a trained one, finds clusters and keeps, in an outpu
 - ``stats.json``: the source's counts, exactly the keys of ``stats.as_dict()``, and with a
   calibration ``n_flagged``, the pixels of the data frames flagged so far (never photons),
   with int16 windows ``n_window_clipped``, their taps at the int16 limits so far;
-- with ``clusters=True``, ``clusters.nc``: the usual result Dataset (`Finder.assemble`),
+- with ``clusters=True``, ``clusters.nc``: the result file of ``find(..., out=...)``,
   appended at every write (`aare_lab.result_store.ResultWriter`: ``cluster`` and ``frame``
   grow), so memory holds one interval's clusters however long the run; marked complete
   when the run ends, also on a signal (``complete = 0`` only after an error).
@@ -52,7 +52,6 @@ from .finders.base import ClusterBatch, Finder
 from .pedestal import Pedestal
 from .pipeline import DarkChecks
 from .readahead import read_ahead
-from .result_store import GROWING, ResultWriter
 from .results import counts_spectrum, window_energies, write_netcdf
 from .sources.base import counts_text
 from .spec import FinderSpec
@@ -318,7 +317,8 @@ class LiveRun:
             raise ValueError(f"{sends} but the pedestal is {py}x{px} (ny x nx)")
 
     def _add(self, batch: ClusterBatch) -> None:
-        part, low, high = count(window_energies(batch.windows), self.edges)
+        energy = window_energies(batch.windows)
+        part, low, high = count(energy, self.edges)
         self.counts += part
         self.underflow += low
         self.overflow += high
@@ -333,6 +333,7 @@ class LiveRun:
             worst = int(np.argmax(batch.n_found))
             if batch.n_found[worst] > self._worst[0]:
                 self._worst = (int(batch.n_found[worst]), int(batch.frame_numbers[worst]))
+        clipped = None
         if counts_clipping(self.spec.window_dtype):
             clipped = clipped_taps(batch.windows, batch.n_kept)
             hit = np.flatnonzero(clipped)
@@ -340,7 +341,7 @@ class LiveRun:
             first = first + batch.frame_numbers[hit[:SHOWN_FRAMES - len(first)]].tolist()
             self._clipped = (taps + int(clipped.sum()), frames + len(hit), first)
         if self._clusters is not None:
-            self._clusters.add(batch)
+            self._clusters.add(batch, energy, clipped)
 
     def spectrum(self):
         """The spectrum of every data frame processed so far (a DataArray)."""
@@ -384,36 +385,36 @@ class LiveRun:
 
 
 class ClusterFile:
-    """``clusters.nc`` (`aare_lab.result_store.ResultWriter`), grown by the result of the
-    batches added since the last `write`; only those batches are held in memory."""
+    """``clusters.nc``, laid out as ``find(..., out=...)`` writes it
+    (`aare_lab.finders.base.Finder.open_result_file`), grown by the batches added since the
+    last `write`; only those batches are held in memory, with the energies and clipped
+    taps the live run computed for its spectrum, so that no window is summed twice."""
 
     def __init__(self, path: Path):
         self.path = path
-        self._batches: list[ClusterBatch] = []
-        self._writer: ResultWriter | None = None
+        self._batches: list[tuple[ClusterBatch, np.ndarray, np.ndarray | None]] = []
+        self._sink = None
 
-    def add(self, batch: ClusterBatch) -> None:
-        """Keep ``batch`` for the next `write`."""
-        self._batches.append(batch)
+    def add(self, batch: ClusterBatch, energy: np.ndarray, clipped: np.ndarray | None) -> None:
+        """Keep ``batch``, its window energies and (int16 windows) its clipped taps per
+        frame, for the next `write`."""
+        self._batches.append((batch, energy, clipped))
 
     def write(self, finder: Finder) -> None:
         """Append the kept batches (on the first call: create the file, even empty)."""
-        with warnings.catch_warnings():
-            # Truncation is reported once, at the end of the run; the dark's quality is
-            # in the file's attributes.
-            warnings.simplefilter("ignore")
-            part = finder.assemble(self._batches)
-        if self._writer is None:
-            self._writer = ResultWriter(self.path, part.isel(cluster=slice(0), frame=slice(0)))
-        self._writer.append({name: variable.to_numpy()
-                             for name, variable in part.variables.items()
-                             if variable.dims and variable.dims[0] in GROWING})
+        if self._sink is None:
+            with warnings.catch_warnings():
+                # The dark's quality is reported by the run and kept in the file's attributes.
+                warnings.simplefilter("ignore")
+                self._sink = finder.open_result_file(self.path)
+        for batch, energy, clipped in self._batches:
+            self._sink.add(batch, energy, clipped)
         self._batches = []
 
     def close(self, complete: bool) -> None:
         """Close the file, marked complete or not (it keeps what was written either way)."""
-        if self._writer is not None:
-            self._writer.close(complete)
+        if self._sink is not None:
+            self._sink.close(complete)
 
 
 def checked_fit_window(window) -> tuple[float, float] | None:

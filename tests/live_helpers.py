@@ -33,9 +33,9 @@ def live_cli(publisher, send, *args):
     return code
 
 
-def live_run(frames, spec, out, n_dark):
-    """A `LiveRun` that trains on the first ``n_dark`` of ``frames``, sent in one
-    acquisition; returns its source and every warning the run raised."""
+def live_run(frames, spec, out, n_dark, **options):
+    """A `LiveRun` (with ``options``) that trains on the first ``n_dark`` of ``frames``,
+    sent in one acquisition; returns its source and every warning the run raised."""
     with StreamPublisher("tcp://127.0.0.1:0") as pub:
         source = StreamSource(pub.endpoints, frame_shape=frames.shape[1:], stop_at_end=True)
 
@@ -45,7 +45,8 @@ def live_run(frames, spec, out, n_dark):
             pub.end_acquisition()
 
         sender = threading.Thread(target=send, daemon=True)
-        live = LiveRun(source, spec, out, n_dark=n_dark, report=lambda line: None)
+        live = LiveRun(source, spec, out, n_dark=n_dark, report=lambda line: None,
+                       **options)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             sender.start()

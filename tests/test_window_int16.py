@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
+import xarray as xr
 
 import aare_lab
 from aare_lab import FrozenFinder, Pedestal, SerialFinder, WindowClippedWarning
@@ -111,6 +112,29 @@ def test_in_range_frames_give_int32_values_zero_counts_and_no_warning(run):
     np.testing.assert_array_equal(r16["window"].to_numpy(), r32["window"].to_numpy())
     np.testing.assert_array_equal(r16["n_window_clipped"].to_numpy(), np.zeros(4))
     assert messages == []
+
+
+def test_a_live_runs_cluster_file_carries_the_count(run, tmp_path):
+    """``aare-lab live --clusters``: clusters.nc as ``find(out=...)`` writes it, its counts
+    and energies those of the run's spectrum and stats.json (computed once per batch)."""
+    from live_helpers import live_run
+
+    dark, frames = run
+    r32, _ = found("frozen", dark, frames, "int32")
+    spec = FinderSpec("frozen", 4.0, (3, 3), window_dtype="int16", n_pedestal=N_PEDESTAL)
+    _, caught = live_run(np.concatenate([dark, frames]), spec, tmp_path, N_PEDESTAL,
+                         clusters=True, chunk_frames=3)
+    assert any(w.category is WindowClippedWarning for w in caught)
+    with xr.open_dataset(tmp_path / "clusters.nc", engine="h5netcdf") as raw:
+        assert raw.attrs["complete"] == 1 and raw.attrs["frames_written"] == len(frames)
+    live = load_result(tmp_path / "clusters.nc")
+    np.testing.assert_array_equal(live["n_window_clipped"].to_numpy(), at_limits(r32))
+    np.testing.assert_array_equal(live["window"].to_numpy(),
+                                  np.clip(r32["window"].to_numpy(), LOW, HIGH))
+    np.testing.assert_array_equal(live["energy"].to_numpy(),
+                                  window_energies(live["window"].to_numpy()))
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["n_window_clipped"] == at_limits(r32).sum() > 0
 
 
 def test_chunked_file_and_find_clusters_carry_the_count(run, tmp_path):

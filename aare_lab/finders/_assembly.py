@@ -214,21 +214,36 @@ class FileSink:
         self._energy = GrowingRows(np.zeros(0))
         self._frames = GrowingRows(np.zeros(0, np.int64))
 
-    def add(self, batch) -> None:
-        """Write one batch."""
+    def add(self, batch, energy: np.ndarray | None = None,
+            clipped: np.ndarray | None = None) -> None:
+        """Write one batch.
+
+        Parameters
+        ----------
+        energy, clipped
+            The batch's `aare_lab.results.window_energies` and, for int16 windows,
+            `aare_lab.clipping.clipped_taps`, where the caller has them already (a live
+            run's spectrum): each window is summed once. None: computed here.
+        """
         windows = batch.windows
         k = len(windows)
-        energy = self._energy.take_over(k)
-        parallel_ranges(lambda a, b: window_energies(windows[a:b], out=energy[a:b]), k,
-                        windows.nbytes)
+        if energy is None:
+            energy = self._energy.take_over(k)
+            parallel_ranges(lambda a, b: window_energies(windows[a:b], out=energy[a:b]), k,
+                            windows.nbytes)
         columns = {VARIABLES.get(name, name): value
                    for name, value in _fields(batch, self._want).items()}
         columns["energy"] = energy
         columns["frame_number"] = repeat(batch.frame_numbers, batch.kept_ends(),
                                          self._frames.take_over(k))
         if counts_clipping(windows.dtype.name):
-            columns[CLIPPED_VARIABLE] = clipped_taps(windows, batch.n_kept)
+            columns[CLIPPED_VARIABLE] = (clipped_taps(windows, batch.n_kept) if clipped is None
+                                         else clipped)
         self._writer.append(columns)
+
+    def close(self, complete: bool) -> None:
+        """Close the file, marked complete or not (`ResultWriter.close`)."""
+        self._writer.close(complete)
 
     def __enter__(self) -> Self:
         self._writer.__enter__()

@@ -481,6 +481,14 @@ class Finder(ABC):
             dark.warn(stacklevel=3)
         return ds
 
+    def open_result_file(self, path: str | os.PathLike) -> FileSink:
+        """A result file that batches from `find_batches` are written to as they come
+        (`FileSink.add`), laid out as ``find(..., out=path)`` writes it, without branch maps;
+        `FileSink.close` marks it complete or not. For callers that consume batches
+        themselves (`aare_lab.live.LiveRun`)."""
+        dark = assess_dark(self.pedestal, self.spec.n_sigma)
+        return FileSink(path, self._empty_batch(), self._result_maker(dark), False)
+
     def _empty_batch(self) -> ClusterBatch:
         """A batch of no frames: every field's dtype and row shape (None: not produced)."""
         ped = self.pedestal
