@@ -48,17 +48,20 @@ MOENCH_PHOTONS, MOENCH_PIXELS = 2300, 400 * 400
 #: name: (what is left out, [(text, replacement), ...])
 VARIANTS = {
     "as shipped": ("nothing", []),
-    "no neighbour wait": ("the waits for the neighbouring bands (halo data stale)",
-                          [("await(&sync", "(void)(&sync")]),
-    "no halo exchange": ("the waits and the halo copy",
+    "no neighbour wait": ("the waits for the neighbouring bands (halo data stale): with flags "
+                          "no wait for them, with words each word read once",
+                          [("await(&sync", "(void)(&sync"),
+                           ("} while ((unsigned int)(w >> 32) != frame);", "} while (0);")]),
+    "no halo exchange": ("sending the edge rows, the waits and the halo copy",
                          [("await(&sync", "(void)(&sync"),
+                          ("send_value(&slot[band + p], v, f + 1);", "(void)slot;"),
                           ("for (int k = tid; k < above + below; k += T)",
                            "for (int k = tid; k < 0; k += T)")]),
     "no cluster writes": ("writing the stored windows",
                           [("unsigned int pending = ballot;", "unsigned int pending = 0;")]),
-    "one thread waits": ("nothing: thread 0 alone acquires the neighbours' flags and the "
-                         "block meets at a barrier before the halo copy (three block barriers "
-                         "per frame, not two)",
+    "one thread waits": ("nothing (flags only; with words, as shipped): thread 0 alone "
+                         "acquires the neighbours' flags and the block meets at a barrier "
+                         "before the halo copy (three block barriers per frame, not two)",
                          [("if (b > 0)\n                await(",
                            "if (tid == 0 && b > 0)\n                await("),
                           ("if (b < G - 1)\n                await(&sync[(b + 1) * FLAG_STRIDE], "

@@ -28,21 +28,25 @@
 //                            and converted to keV with a calibration (twin:
 //                            aare_lab/finders/_gain.py); 0 (or undefined): the code below
 //                            compiles exactly as without it, kernel parameters included
+//   EXCHANGE_IN_WORDS        1 (float state only): edge rows travel in 8-byte words that carry
+//                            their frame's number (send_value); 0 (or undefined): as rows,
+//                            then a flag per band (publish). The host chooses by what was
+//                            measured faster (aare_lab/gpu/kernels.py, KernelSpec)
 //
 // Layout of one launch (cooperative, so every block is resident at once):
 // - Block b owns the image rows [band_lo(b), band_lo(b + 1)), its "band", for the whole
 //   launch. Thread t holds the pedestal state of band pixels t, t + T, t + 2T, ... in
 //   registers from the first frame to the last, so no other thread ever reads it.
 // - Per frame the block computes the values v of its band from the frame-start state into
-//   one of two tiles in shared memory (by frame parity) and publishes its first and last RY
-//   rows to a two-slot exchange buffer, then waits for the bands above and below to
-//   publish theirs. So every read of a frame sees the frame-start state, and no thread
+//   one of two tiles in shared memory (by frame parity) and sends its first and last RY
+//   rows to a two-slot exchange buffer, then receives those of the bands above and below.
+//   So every read of a frame sees the frame-start state, and no thread
 //   reads what another thread of the same frame has updated. Bands are at least RY rows
 //   high, so a halo comes from the adjacent bands alone; a band runs at most one frame
 //   ahead of its neighbours, which two slots allow.
 // - Classification and the QUIET_UPDATE pushes of the band follow. Only the pushes feed
-//   the next frame, so the stores are written one frame late: between publishing frame
-//   f + 1 and waiting for its halo, the block ranks frame f's stores in raster order with
+//   the next frame, so the stores are written one frame late: between sending frame
+//   f + 1's edge rows and receiving its halo, the block ranks frame f's stores in raster order with
 //   warp ballots and appends their windows, from frame f's tile, to the band's own region.
 // - With COMMON_MODE, before the values of a frame: two passes in which every block adds
 //   its pixels' fixed-point integers to per-region sums in shared memory (warp-aggregated
@@ -66,6 +70,9 @@
 #ifndef SATURATE_WINDOW
 #define SATURATE_WINDOW 0
 #endif
+#ifndef EXCHANGE_IN_WORDS
+#define EXCHANGE_IN_WORDS 0
+#endif
 
 #ifndef STATE_T
 #error "STATE_T, WINDOW_T, ROUND_WINDOW, CLUSTER_NY, CLUSTER_NX, PIXELS_PER_THREAD, FRAME_NX, MAX_THREADS: see above"
@@ -82,6 +89,11 @@
 typedef unsigned short u16;
 typedef unsigned char u8;
 typedef unsigned long long u64;
+#if EXCHANGE_IN_WORDS
+typedef u64 exchange_t;   // send_value
+#else
+typedef STATE_T exchange_t;
+#endif
 
 // Branch codes: aare_lab/branches.py.
 #define NEG_SKIP 1
@@ -103,13 +115,43 @@ typedef unsigned long long u64;
 // ---------------------------------------------------------------- the contract's arithmetic
 
 // `mean` and `mean2` are a pixel's s / N and s2 / N at the start of the frame, divided once
-// per frame (`quotients`): the CPU twins divide where they need them, the same division
-// of the same state, so the quotients and everything computed from them are the same.
-__device__ __forceinline__ void quotients(STATE_T s, STATE_T s2, STATE_T N, STATE_T& mean,
-                                          STATE_T& mean2)
+// per frame: the CPU twins divide where they need them, the same division of the same
+// state, so the quotients and everything computed from them are the same. Here each
+// quotient is finished from r = RN(1 / N), formed once per launch, by Markstein's
+// correction: q = RN(s·r), q' = RN(q + RN(s - q·N)·r) is the correctly rounded s / N, the
+// same bits, wherever the residual neither under- nor overflows (checked over every float32
+// significand, tools/quotient_check.py, and for float64 next to every kind of rounding
+// midpoint, tools/quotient_check_f64.c). Other s, zero among them (-0 / N is -0, the
+// correction gives +0), are divided. A correctly rounded division compiles to a reciprocal,
+// a check and a branch to a slow path, so a thread's divisions ran one after the other;
+// the corrections of all its pixels run side by side.
+__device__ __forceinline__ STATE_T corrected_quotient(STATE_T s, STATE_T N, STATE_T r)
 {
-    mean = s / N;
-    mean2 = s2 / N;
+    const STATE_T q = s * r;
+    return fma(fma(-q, N, s), r, q);
+}
+
+__device__ __forceinline__ bool correction_exact(STATE_T s)
+{
+    const STATE_T a = fabs(s);
+    return a >= (STATE_T)0x1p-60 && a <= (STATE_T)0x1p60;
+}
+
+__device__ __forceinline__ void quotients(const STATE_T (&s)[PIXELS_PER_THREAD], STATE_T N,
+                                          STATE_T r, STATE_T (&q)[PIXELS_PER_THREAD])
+{
+    bool divide = false;
+#pragma unroll
+    for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
+        q[k] = corrected_quotient(s[k], N, r);
+        divide |= !correction_exact(s[k]);
+    }
+    if (divide) {
+#pragma unroll
+        for (int k = 0; k < PIXELS_PER_THREAD; ++k)
+            if (!correction_exact(s[k]))
+                q[k] = s[k] / N;
+    }
 }
 
 __device__ __forceinline__ STATE_T pixel_value(u16 x, STATE_T off, STATE_T mean)
@@ -340,6 +382,31 @@ __device__ __forceinline__ int band_lo(int b, int ny, int n_bands)
     return (int)(((long long)b * ny) / n_bands);
 }
 
+#if EXCHANGE_IN_WORDS
+// Edge rows in words that carry their frame, as NCCL's LL protocol sends data: each 8-byte
+// word holds a value's 32 bits and the number of the frame it belongs to (frame + 1; the
+// host zeroes the buffer before each launch), stored and loaded as one access, so a reader
+// that sees the number sees the value. No fence, no flag and no second trip through L2.
+// Faster where a thread receives few values (MÖNCH frames, float32: 5.1 -> 4.2 us per
+// frame); slower with JUNGFRAU-wide bands, and with float64, whose values would take two
+// words (kernels/README.md, 2026-12-02).
+static_assert(sizeof(STATE_T) == 4, "EXCHANGE_IN_WORDS sends float values");
+
+__device__ __forceinline__ void send_value(u64* word, float v, unsigned int frame)
+{
+    const u64 w = ((u64)frame << 32) | __float_as_uint(v);
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(word), "l"(w) : "memory");
+}
+
+__device__ __forceinline__ void receive_value(const u64* word, unsigned int frame, float& v)
+{
+    u64 w;
+    do {
+        asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(word) : "memory");
+    } while ((unsigned int)(w >> 32) != frame);
+    v = __uint_as_float((unsigned int)w);
+}
+#else
 // A band publishes how many frames' edge rows it has written; its neighbours wait for it.
 // All threads write, the block synchronises, then one thread releases (the pattern of
 // CUTLASS's semaphore); a reader acquires, then the block synchronises before reading.
@@ -355,6 +422,7 @@ __device__ __forceinline__ void await(const unsigned int* flag, unsigned int val
         asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
     } while (seen < value);
 }
+#endif
 
 // ---------------------------------------------------------------- the chunk kernel
 
@@ -364,9 +432,11 @@ frozen_chunk(
     const STATE_T* __restrict__ off, STATE_T* __restrict__ s, STATE_T* __restrict__ s2,
     const STATE_T* __restrict__ rms_fixed, const int fixed,
     const STATE_T N, const STATE_T nsig, const STATE_T c3, const int cap,
-    STATE_T* exchange,            // [2][ny][nx] band edge rows, by frame parity
-    unsigned int* sync,           // [gridDim.x + 1][FLAG_STRIDE]: frames published per band,
-                                  // then the barrier; zeroed before the launch
+    exchange_t* exchange,         // [2][ny][nx] band edge rows, by frame parity (with
+                                  // EXCHANGE_IN_WORDS zeroed before the launch)
+    unsigned int* sync,           // [gridDim.x + 1][FLAG_STRIDE]: frames published per band
+                                  // (not with EXCHANGE_IN_WORDS), then the barrier; zeroed
+                                  // before the launch
     int* counts,                  // [n_frames][gridDim.x] stores per frame and band
     const int region_cap,         // clusters each band can hold in its region
     WINDOW_T* region_win, int* region_pos,   // windows; (y, x, frame) per cluster
@@ -420,6 +490,7 @@ frozen_chunk(
     const int tile_px = (t_hi - t_lo) * nx;
     unsigned int* barrier = sync + G * FLAG_STRIDE;
     unsigned int barriers = 0;   // grid barriers passed so far
+    const STATE_T recip_N = (STATE_T)1 / N;   // see corrected_quotient
 
     // The band's state stays in registers for the whole chunk: one thread, one pixel's state,
     // its offset, and per frame its quotients and threshold (from the frame-start state).
@@ -437,6 +508,11 @@ frozen_chunk(
             s2_r[k] = s2[band + p];
             off_r[k] = off[band + p];
             raw[k] = frames[band + p];
+        } else {
+            // Padding: quotients are formed for every k, none of them divides.
+            s_r[k] = s2_r[k] = 1;
+            off_r[k] = 0;
+            raw[k] = 0;
         }
     }
 
@@ -510,8 +586,8 @@ frozen_chunk(
     __syncthreads();
 #endif
 
-    // Two block barriers per frame (and those of the common-mode estimate): one before the
-    // band publishes, one after the halo copy. Each shared buffer is written and read on
+    // Two block barriers per frame (and those of the common-mode estimate): one after the
+    // values (with flags, before the band publishes them), one after the halo is received. Each shared buffer is written and read on
     // opposite sides of one of them:
     //   tiles[f & 1]  written with frame f's values and halo before f's second barrier;
     //                 read by classify(f) after it and by write_stores(f) before frame
@@ -521,20 +597,26 @@ frozen_chunk(
     //                 again by classify(f + 1), after that
     //   cm_*          the estimate's own barriers, each grid barrier a block barrier first
     for (int f = 0; f < n_frames; ++f) {
-        STATE_T* slot = exchange + (f & 1) * frame_px;
+        exchange_t* slot = exchange + (f & 1) * frame_px;
         STATE_T* tile = tiles + (f & 1) * tile_px;
         const long long map = map_slot[f];
 
-        // The frame-start state's quotients and thresholds, once per pixel and frame.
+        // The frame-start state's quotients and thresholds, once per pixel and frame: s / N
+        // now, for the values; s2 / N and the thresholds after the exchange, so that fewer
+        // registers are live across it (the common-mode estimate needs them first).
+        quotients(s_r, N, recip_N, mean_r);
+        auto thresholds = [&]() {
+            quotients(s2_r, N, recip_N, mean2_r);
 #pragma unroll
-        for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
-            const int p = k * T + tid;
-            if (p < P) {
-                quotients(s_r[k], s2_r[k], N, mean_r[k], mean2_r[k]);
+            for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
+                const int p = min(k * T + tid, P - 1);
                 thr_r[k] = pixel_threshold(mean_r[k], mean2_r[k], __ldg(&rms_fixed[band + p]),
                                            fixed, nsig);
             }
-        }
+        };
+#if COMMON_MODE
+        thresholds();
+#endif
 
 #if GAIN_SWITCHING
         // _gain.decode_row: the ADC values and the status of the band's pixels.
@@ -629,45 +711,70 @@ frozen_chunk(
 #endif
                 tile[(i - t_lo) * nx + p % nx] = v;
                 if (G > 1 && (i < lo + RY || i >= hi - RY))
+#if EXCHANGE_IN_WORDS
+                    send_value(&slot[band + p], v, f + 1);
+#else
                     slot[band + p] = v;
+#endif
             }
         }
-        // The next frame's counts load while this frame is exchanged and classified.
+        // The next frame's counts load while this frame is exchanged (with flags: while the
+        // halo is received, with words, where no fence waits for them) and classified.
         u16 next[PIXELS_PER_THREAD];
-        const u16* next_frame = frames + (f + 1 < n_frames ? f + 1 : f) * frame_px + band;
+        auto load_next = [&]() {
+            const u16* next_frame = frames + (f + 1 < n_frames ? f + 1 : f) * frame_px + band;
 #pragma unroll
-        for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
-            const int p = k * T + tid;
-            if (p < P)
-                next[k] = next_frame[p];
-        }
+            for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
+                const int p = k * T + tid;
+                if (p < P)
+                    next[k] = next_frame[p];
+            }
+        };
+#if !EXCHANGE_IN_WORDS
+        load_next();
+#endif
 
-        // Publish the edge rows, write the previous frame's stores while the neighbouring
-        // bands catch up, then copy the halo rows from them. Every thread acquires the flags
-        // itself, so its own loads of the halo see the neighbours' rows without a block
-        // barrier between the wait and the copy. A band passes frame f's wait only once
-        // both neighbours have published f, which they do after their copy of frame f - 1,
-        // so it writes frame f + 1's edge rows (slot (f + 1) & 1) only after every read of
-        // frame f - 1's in that slot: a band is at most one frame ahead, which two slots allow.
+        // Send the edge rows, write the previous frame's stores while the neighbouring bands
+        // catch up, then receive the halo rows from them. With flags, every thread acquires
+        // them itself, so its own loads of the halo see the neighbours' rows without a block
+        // barrier between the wait and the copy; with words, every word is its own flag. A
+        // band receives frame f's halo only once both neighbours have sent it, which they do
+        // after receiving frame f - 1's, so it writes frame f + 1's edge rows (slot
+        // (f + 1) & 1) only after every read of frame f - 1's in that slot: a band is at
+        // most one frame ahead, which two slots allow.
         __syncthreads();
+#if !EXCHANGE_IN_WORDS
         if (G > 1 && tid == 0)
             publish(&sync[b * FLAG_STRIDE], f + 1);
+#endif
         if (f > 0)
             write_stores(f - 1);
         if (G > 1) {
+#if !EXCHANGE_IN_WORDS
             if (b > 0)
                 await(&sync[(b - 1) * FLAG_STRIDE], f + 1);
             if (b < G - 1)
                 await(&sync[(b + 1) * FLAG_STRIDE], f + 1);
+#endif
             const int above = (lo - t_lo) * nx, below = (t_hi - hi) * nx;
             for (int k = tid; k < above + below; k += T) {
                 const long long idx = k < above ? (long long)t_lo * nx + k
                                                 : (long long)hi * nx + (k - above);
+#if EXCHANGE_IN_WORDS
+                receive_value(&slot[idx], f + 1, tile[idx - (long long)t_lo * nx]);
+#else
                 tile[idx - (long long)t_lo * nx] = __ldcg(&slot[idx]);
+#endif
             }
         }
+#if EXCHANGE_IN_WORDS
+        load_next();
+#endif
         __syncthreads();
 
+#if !COMMON_MODE
+        thresholds();
+#endif
         // Classify, push the quiet pixels, note the stores.
         stores = 0;
 #pragma unroll

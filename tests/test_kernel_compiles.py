@@ -16,7 +16,8 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 #: One of each kind: both state dtypes, every window dtype, square and oblong windows up to
 #: 11x11, every block size, one to MAX_PIXELS_PER_THREAD pixels per thread, MÖNCH and
-#: JUNGFRAU widths, common mode and gain switching, alone and together.
+#: JUNGFRAU widths, common mode and gain switching, alone and together, both exchanges of
+#: edge rows (`KernelSpec.exchange_in_words`).
 VARIANTS = {
     "moench-3x3-f32": KernelSpec("float32", "int32", (3, 3), 2, 400, 1024),
     "moench-9x9-f64": KernelSpec("float64", "int32", (9, 9), 2, 400, 1024),
@@ -30,7 +31,14 @@ VARIANTS = {
     "common-mode-256": KernelSpec("float32", "int32", (3, 3), 8, 1024, 256, common_mode=True),
     "most-pixels-per-thread": KernelSpec("float32", "int32", (3, 3),
                                          MAX_PIXELS_PER_THREAD, 1024, 256),
+    "words-gain-common-mode": KernelSpec("float32", "int32", (3, 3), 1, 400, 1024,
+                                         common_mode=True, gain_switching=True),
 }
+
+
+def test_both_exchanges_are_compiled():
+    kinds = [spec.exchange_in_words for spec in VARIANTS.values()]
+    assert kinds.count(True) >= 3 and kinds.count(False) >= 3
 
 
 def register_budget(threads: int) -> int:
@@ -66,8 +74,8 @@ def test_the_benchmark_s_variants_still_patch_and_compile():
     finally:
         sys.path.remove(str(BENCHMARKS))
     source = (kernel_dir() / "frozen.cu").read_text()
-    spec = VARIANTS["moench-3x3-f32"]
-    for name in kernel_variants.VARIANTS:
-        text = kernel_variants.patched(source, name)
-        assert (text == source) == (name == "as shipped"), name
-        assert compile_offline(spec, source=text).registers > 0, name
+    for spec in (VARIANTS["moench-3x3-f32"], VARIANTS["moench-9x9-f64"]):
+        for name in kernel_variants.VARIANTS:
+            text = kernel_variants.patched(source, name)
+            assert (text == source) == (name == "as shipped"), name
+            assert compile_offline(spec, source=text).registers > 0, name

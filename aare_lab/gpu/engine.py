@@ -220,7 +220,9 @@ class FrozenEngine:
         self.rms_fixed = cp.zeros(shape, dt)
         self.fixed = False
         self.starts = [(cp.empty(shape, dt), cp.empty(shape, dt)) for _ in range(2)]
-        self.exchange = cp.zeros((2, *shape), dt)
+        # Edge rows by frame parity; in words of 32 bits and the frame's number where the
+        # kernel sends them so (``send_value``), zeroed before each launch like the flags.
+        self.exchange = cp.zeros((2, *shape), cp.uint64 if self.spec.exchange_in_words else dt)
         self.sync = cp.zeros((G + 1) * FLAG_STRIDE, cp.uint32)
         self.seg_start = cp.zeros((c, G), cp.int32)
         self.frame_start = cp.zeros(c, cp.int32)
@@ -476,7 +478,8 @@ class FrozenEngine:
             edges, hist, pixel = self.hist
             n_bins = len(hist)
         ny = self.frame_shape[0]
-        cp.cuda.runtime.memsetAsync(self.sync.data.ptr, 0, self.sync.nbytes, self.compute.ptr)
+        for zeroed in (self.sync, self.exchange) if self.spec.exchange_in_words else (self.sync,):
+            cp.cuda.runtime.memsetAsync(zeroed.data.ptr, 0, zeroed.nbytes, self.compute.ptr)
         cp.cuda.runtime.memsetAsync(meta.data.ptr, 0, meta.nbytes, self.compute.ptr)
         if self.labels is not None:
             cp.cuda.runtime.memsetAsync(self.cm_acc.data.ptr, 0, self.cm_acc.nbytes,

@@ -39,6 +39,10 @@ SM_THREADS = 512
 SCAN_BYTES = 256
 #: Flags of neighbouring bands sit this many uint32 apart (``FLAG_STRIDE`` in the source).
 FLAG_STRIDE = 32
+#: Edge rows travel in words that carry their frame (`KernelSpec.exchange_in_words`) up to
+#: this many pixels per thread: MÖNCH frames (two per thread at 1024 threads) gained 16 %
+#: per frame with float32 state, JUNGFRAU-wide ones (four) lost 3 %.
+WORDS_MAX_PIXELS_PER_THREAD = 2
 #: The register budget allows at most this many pixels per thread (a power of two). Up to
 #: four per thread were measured at 1024 threads (JUNGFRAU-wide frames, which spill up to
 #: 296 bytes and still run faster than at 512); more were not.
@@ -62,6 +66,16 @@ class KernelSpec:
     common_mode: bool = False
     gain_switching: bool = False
 
+    @property
+    def exchange_in_words(self) -> bool:
+        """Whether edge rows travel between bands in 8-byte words that carry their frame's
+        number (``EXCHANGE_IN_WORDS``) rather than as rows followed by a flag: where that
+        was measured faster, float32 state with at most `WORDS_MAX_PIXELS_PER_THREAD` pixels
+        per thread (``benchmarks/results/kernel_variants_20261202T104847.json``, ``…105037``).
+        """
+        return (self.state_dtype == "float32"
+                and self.pixels_per_thread <= WORDS_MAX_PIXELS_PER_THREAD)
+
     def defines(self) -> tuple[str, ...]:
         """The ``-D`` options of this variant."""
         ny, nx = self.cluster_size
@@ -72,7 +86,8 @@ class KernelSpec:
                 f"-DCLUSTER_NY={ny}", f"-DCLUSTER_NX={nx}",
                 f"-DPIXELS_PER_THREAD={self.pixels_per_thread}", f"-DFRAME_NX={self.frame_nx}",
                 f"-DMAX_THREADS={self.threads}", f"-DCOMMON_MODE={int(self.common_mode)}",
-                f"-DGAIN_SWITCHING={int(self.gain_switching)}")
+                f"-DGAIN_SWITCHING={int(self.gain_switching)}",
+                f"-DEXCHANGE_IN_WORDS={int(self.exchange_in_words)}")
 
 
 def kernel_dir() -> Path:
