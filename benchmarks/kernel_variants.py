@@ -15,6 +15,7 @@ memory (spills) are recorded beside its time. Results go to ``benchmarks/results
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 from datetime import datetime, timezone
@@ -112,6 +113,8 @@ def main(argv=None):
                         help="also time the kernel of this source as it is (repeatable)")
     parser.add_argument("--threads", default=str(DEFAULT_BLOCK_THREADS),
                         help="block sizes to time each kernel at, comma-separated")
+    parser.add_argument("--chunk-frames", default=str(CudaFinder.default_chunk_frames),
+                        help="frames per launch to time each kernel at, comma-separated")
     parser.add_argument("--sizes", default="3x3,9x9", help="cluster sizes, comma-separated")
     parser.add_argument("--shape", type=frame_shape, default=(400, 400), metavar="NYxNX",
                         help="frame shape NYxNX (photons per frame scale with the area)")
@@ -139,15 +142,18 @@ def main(argv=None):
     record = {"benchmark": "kernel_variants", "date": datetime.now(timezone.utc).isoformat(),
               "git_commit": git_commit(), "gpu": device_info(),
               "parameters": {"frames": args.frames, "repeats": args.repeats,
-                             "threads": args.threads, "frame_shape": [ny, nx],
+                             "threads": args.threads, "chunk_frames": args.chunk_frames,
+                             "frame_shape": [ny, nx],
                              "photons_per_frame": sim.beam.photons_per_frame},
               "cases": []}
     for dtype in args.dtypes.split(","):
         ped = Pedestal(unique.shape[1:], 1000, dtype)
         ped.push_dark(dark)
         for size in (parse_cluster_size(s) for s in args.sizes.split(",")):
-            for threads in (int(t) for t in args.threads.split(",")):
-                finder = CudaFinder(ped.copy(), 5.0, size, chunk_frames=512,
+            for threads, chunk in itertools.product(
+                    (int(t) for t in args.threads.split(",")),
+                    [int(c) for c in args.chunk_frames.split(",")]):
+                finder = CudaFinder(ped.copy(), 5.0, size, chunk_frames=chunk,
                                     block_threads=threads)
                 finder._to_device()
                 spec = finder._engine.spec
@@ -160,12 +166,14 @@ def main(argv=None):
                     us = [s / args.frames * 1e6 for s in seconds]
                     record["cases"].append({
                         "pedestal_dtype": dtype, "cluster_size": f"{size[0]}x{size[1]}",
-                        "block_threads": threads, "bands": finder._engine.n_bands,
+                        "block_threads": threads, "chunk_frames": chunk,
+                        "bands": finder._engine.n_bands,
                         "pixels_per_thread": spec.pixels_per_thread,
                         "registers": regs, "local_bytes": local,
                         "variant": name, "left_out": left_out, "seconds": seconds,
                         "us_per_frame_best": min(us), "us_per_frame_median": statistics.median(us)})
-                    print(f"{dtype} {size[0]}x{size[1]} {threads:4d} threads {name:24s} "
+                    print(f"{dtype} {size[0]}x{size[1]} {threads:4d} threads {chunk:5d} frames "
+                          f"{name:24s} "
                           f"{min(us):6.2f} us/frame (median {statistics.median(us):6.2f}) "
                           f"{regs} regs, {local} B local", flush=True)
     write_record(record, args.out)
