@@ -4,9 +4,10 @@
 // round_half_away), aare_lab/finders/_decision.py (classify, the window sum in raster
 // order, store_window) and aare_lab/finders/_gain.py (pixel_status, calibrate_row,
 // kev_thresholds_row, gated, estimate_labels), driven like aare_lab/finders/_frozen.py. Each __device__ function
-// below mirrors its namesake there operation for operation. The module is compiled with
-// -fmad=false and without fast math (aare_lab/gpu/kernels.py), so every product and
-// quotient rounds on its own, as on the CPU.
+// below mirrors its namesake there operation for operation; the quotients are formed
+// otherwise, to the same bits (corrected_quotient). The module is compiled with
+// -fmad=false and without fast math (aare_lab/gpu/kernels.py), so every product rounds on
+// its own, as on the CPU, and the only FMAs are those written out.
 //
 // Specialised by preprocessor defines, so that CuPy's on-disk cache serves each compiled
 // variant to later processes:
