@@ -2,7 +2,7 @@
 # On the GPU machine (see README "GPU"): install the carried wheels, run the GPU tests
 # against the installed wheel (so the shipped kernels are the ones tested), then the GPU
 # benchmark. Logs and results go to $OUT (default ./out).
-#   usage: bash benchmarks/device_run.sh [tests|bench|live|disk|variants|breakdown|ab|profile|all] [options...]
+#   usage: bash benchmarks/device_run.sh [tests|bench|live|disk|variants|exchange|breakdown|ab|profile|all] [options...]
 # ab: find_breakdown.py (this tree's script) on an older tree's wheel, carried in .whl/old/
 # (AARE_LAB_OLD_COMMIT names it), and on this one, alternately, twice each, one process
 # each, on the same machine: a before/after of find() that one host's noise cannot fake.
@@ -38,6 +38,11 @@ fi
 if [[ $what == variants ]]; then
     (cd /tmp && python3 "$repo/benchmarks/kernel_variants.py" --out "$out" "$@" 2>&1 \
         | tee -a "$out/kernel_variants.log") || status=1
+fi
+if [[ $what == exchange ]]; then
+    # both exchanges of edge rows on the device paths, alternately in one process
+    (cd /tmp && python3 "$repo/benchmarks/exchange_ab.py" --out "$out" "$@" 2>&1 \
+        | tee -a "$out/exchange_ab.log") || status=1
 fi
 if [[ $what == breakdown ]]; then
     # where the time of find() into the result Dataset goes, stage by stage
