@@ -41,14 +41,15 @@
 // - Per frame the block computes the values v of its band from the frame-start state into
 //   one of two tiles in shared memory (by frame parity) and sends its first and last RY
 //   rows to a two-slot exchange buffer, then receives those of the bands above and below.
-//   So every read of a frame sees the frame-start state, and no thread
-//   reads what another thread of the same frame has updated. Bands are at least RY rows
+//   So every read of a frame sees the frame-start state, and no thread reads what another
+//   thread of the same frame has updated. Bands are at least RY rows
 //   high, so a halo comes from the adjacent bands alone; a band runs at most one frame
 //   ahead of its neighbours, which two slots allow.
 // - Classification and the QUIET_UPDATE pushes of the band follow. Only the pushes feed
 //   the next frame, so the stores are written one frame late: between sending frame
-//   f + 1's edge rows and receiving its halo, the block ranks frame f's stores in raster order with
-//   warp ballots and appends their windows, from frame f's tile, to the band's own region.
+//   f + 1's edge rows and receiving its halo, the block ranks frame f's stores in raster
+//   order with warp ballots and appends their windows, from frame f's tile, to the band's
+//   own region.
 // - With COMMON_MODE, before the values of a frame: two passes in which every block adds
 //   its pixels' fixed-point integers to per-region sums in shared memory (warp-aggregated
 //   atomics), then to global sums, then a grid barrier; every block reads the totals and
@@ -115,9 +116,9 @@ typedef STATE_T exchange_t;
 
 // ---------------------------------------------------------------- the contract's arithmetic
 
-// `mean` and `mean2` are a pixel's s / N and s2 / N at the start of the frame, divided once
-// per frame: the CPU twins divide where they need them, the same division of the same
-// state, so the quotients and everything computed from them are the same. Here each
+// `mean` and `mean2` are a pixel's s / N and s2 / N at the start of the frame, formed once
+// per frame: the CPU twins divide where they need them, the same quotients of the same
+// state, so everything computed from them is the same. Here each
 // quotient is finished from r = RN(1 / N), formed once per launch, by Markstein's
 // correction: q = RN(s·r), q' = RN(q + RN(s - q·N)·r) is the correctly rounded s / N, the
 // same bits, wherever the residual neither under- nor overflows (checked over every float32
@@ -588,8 +589,8 @@ frozen_chunk(
 #endif
 
     // Two block barriers per frame (and those of the common-mode estimate): one after the
-    // values (with flags, before the band publishes them), one after the halo is received. Each shared buffer is written and read on
-    // opposite sides of one of them:
+    // values (with flags, before the band publishes them), one after the halo is received.
+    // Each shared buffer is written and read on opposite sides of one of them:
     //   tiles[f & 1]  written with frame f's values and halo before f's second barrier;
     //                 read by classify(f) after it and by write_stores(f) before frame
     //                 f + 1's second; written again by values(f + 2), after that
@@ -719,8 +720,9 @@ frozen_chunk(
 #endif
             }
         }
-        // The next frame's counts load while this frame is exchanged (with flags: while the
-        // halo is received, with words, where no fence waits for them) and classified.
+        // The next frame's counts load while this frame is exchanged and classified: with
+        // flags before the exchange (after it, float64 and JUNGFRAU-wide frames were up to 6 %
+        // slower), with words after the halo is received, which was faster (kernels/README.md).
         u16 next[PIXELS_PER_THREAD];
         auto load_next = [&]() {
             const u16* next_frame = frames + (f + 1 < n_frames ? f + 1 : f) * frame_px + band;
