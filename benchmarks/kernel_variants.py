@@ -80,6 +80,16 @@ def patched(source: str, name: str) -> str:
     return source
 
 
+def fits_engine(source: str, spec) -> bool:
+    """Whether the engine's exchange buffer suits ``source`` for ``spec``: a source that
+    sends every variant's edge rows in words (``send_value`` without ``EXCHANGE_IN_WORDS``,
+    as ``ll_exchange_20261202.patch``) needs the words' buffer, which the engine lays out
+    only where `KernelSpec.exchange_in_words` holds; elsewhere it would write past the rows'
+    buffer (an illegal address ends the run)."""
+    words_only = "send_value(" in source and "EXCHANGE_IN_WORDS" not in source
+    return spec.exchange_in_words or not words_only
+
+
 #: cuFuncGetAttribute: CU_FUNC_ATTRIBUTE_NUM_REGS, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES
 _ATTR_REGS, _ATTR_LOCAL_BYTES = 4, 3
 
@@ -158,6 +168,11 @@ def main(argv=None):
                 finder._to_device()
                 spec = finder._engine.spec
                 for name, left_out, text in kernels:
+                    if not fits_engine(text, spec):
+                        print(f"{dtype} {size[0]}x{size[1]} {threads:4d} threads {chunk:5d} "
+                              f"frames {name:24s} skipped: it sends words, the engine laid "
+                              "out rows", flush=True)
+                        continue
                     module, kernel = compile_variant(cp, text, spec,
                                                      ["-lineinfo"] if args.lineinfo else [])
                     regs = cp.cuda.driver.funcGetAttribute(_ATTR_REGS, kernel.ptr)

@@ -64,6 +64,22 @@ def test_a_source_that_does_not_compile_is_refused_with_nvrtc_s_words():
         compile_offline(spec, source=broken)
 
 
+def test_the_benchmark_times_a_words_only_source_only_where_the_engine_lays_out_words():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import kernel_variants
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    shipped = (kernel_dir() / "frozen.cu").read_text()
+    words_only = shipped.replace("EXCHANGE_IN_WORDS", "ALWAYS_WORDS")
+    words, rows = VARIANTS["moench-3x3-f32"], VARIANTS["moench-9x9-f64"]
+    assert words.exchange_in_words and not rows.exchange_in_words
+    assert kernel_variants.fits_engine(shipped, words)
+    assert kernel_variants.fits_engine(shipped, rows)
+    assert kernel_variants.fits_engine(words_only, words)
+    assert not kernel_variants.fits_engine(words_only, rows)
+
+
 def test_the_benchmark_s_variants_still_patch_and_compile():
     """``benchmarks/kernel_variants.py`` times the kernel with stages removed by text
     patches of the shipped source; a patch that no longer applies, or no longer compiles,
