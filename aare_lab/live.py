@@ -403,10 +403,7 @@ class ClusterFile:
     def write(self, finder: Finder) -> None:
         """Append the kept batches (on the first call: create the file, even empty)."""
         if self._sink is None:
-            with warnings.catch_warnings():
-                # The dark's quality is reported by the run and kept in the file's attributes.
-                warnings.simplefilter("ignore")
-                self._sink = finder.open_result_file(self.path)
+            self._sink = finder.open_result_file(self.path)
         for batch, energy, clipped in self._batches:
             self._sink.add(batch, energy, clipped)
         self._batches = []
