@@ -168,10 +168,11 @@ def main(argv=None):
                 finder._to_device()
                 spec = finder._engine.spec
                 for name, left_out, text in kernels:
+                    line = (f"{dtype} {size[0]}x{size[1]} {threads:4d} threads {chunk:5d} "
+                            f"frames {name:24s}")
                     if not fits_engine(text, spec):
-                        print(f"{dtype} {size[0]}x{size[1]} {threads:4d} threads {chunk:5d} "
-                              f"frames {name:24s} skipped: it sends words, the engine laid "
-                              "out rows", flush=True)
+                        print(f"{line} skipped: it sends words, the engine laid out rows",
+                              flush=True)
                         continue
                     module, kernel = compile_variant(cp, text, spec,
                                                      ["-lineinfo"] if args.lineinfo else [])
@@ -187,9 +188,7 @@ def main(argv=None):
                         "registers": regs, "local_bytes": local,
                         "variant": name, "left_out": left_out, "seconds": seconds,
                         "us_per_frame_best": min(us), "us_per_frame_median": statistics.median(us)})
-                    print(f"{dtype} {size[0]}x{size[1]} {threads:4d} threads {chunk:5d} frames "
-                          f"{name:24s} "
-                          f"{min(us):6.2f} us/frame (median {statistics.median(us):6.2f}) "
+                    print(f"{line} {min(us):6.2f} us/frame (median {statistics.median(us):6.2f}) "
                           f"{regs} regs, {local} B local", flush=True)
     write_record(record, args.out)
 

@@ -2,6 +2,7 @@
 without a GPU (NVRTC from PyPI, `aare_lab.gpu.nvrtc`): a broken kernel fails here, in CI,
 not first on the GPU machine. Its results are tested on a GPU (test_cuda.py and others)."""
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -41,6 +42,15 @@ def test_both_exchanges_are_compiled():
     assert kinds.count(True) >= 3 and kinds.count(False) >= 3
 
 
+def benchmark(name: str):
+    """The module ``benchmarks/<name>.py``."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
 def register_budget(threads: int) -> int:
     """Registers per thread that keep a block resident as the engine plans it: a block of
     ``threads`` shares an SM with others up to `SM_THREADS` (``__launch_bounds__``)."""
@@ -65,11 +75,7 @@ def test_a_source_that_does_not_compile_is_refused_with_nvrtc_s_words():
 
 
 def test_the_benchmark_times_a_words_only_source_only_where_the_engine_lays_out_words():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import kernel_variants
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    kernel_variants = benchmark("kernel_variants")
     shipped = (kernel_dir() / "frozen.cu").read_text()
     words_only = shipped.replace("EXCHANGE_IN_WORDS", "ALWAYS_WORDS")
     words, rows = VARIANTS["moench-3x3-f32"], VARIANTS["moench-9x9-f64"]
@@ -84,11 +90,7 @@ def test_the_benchmark_s_variants_still_patch_and_compile():
     """``benchmarks/kernel_variants.py`` times the kernel with stages removed by text
     patches of the shipped source; a patch that no longer applies, or no longer compiles,
     would only show on the GPU machine."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import kernel_variants
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    kernel_variants = benchmark("kernel_variants")
     source = (kernel_dir() / "frozen.cu").read_text()
     for spec in (VARIANTS["moench-3x3-f32"], VARIANTS["moench-9x9-f64"]):
         for name in kernel_variants.VARIANTS:
