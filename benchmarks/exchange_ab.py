@@ -4,7 +4,8 @@
 `aare_lab.gpu.kernels.KernelSpec.exchange_in_words` chooses words that carry their frame),
 the chunk kernel alone, ``find_batches`` from device memory with the clusters brought to the
 host, and the spectrum from device memory, once with words and once with rows and flags
-(``WORDS_MAX_PIXELS_PER_THREAD`` set to 0 for the second finder), round after round: the
+(``WORDS_MAX_PIXELS_PER_THREAD`` set to 0 while the second finder is made: its kernel spec
+takes the choice then, and keys the loaded kernel with it), round after round: the
 kernel alone is what ``kernel_variants.py`` measures; the others are what a user gets.
 Results go to ``benchmarks/results/`` as JSON.
 """
@@ -78,7 +79,8 @@ def main(argv=None):
                 record["cases"].append(case)
                 print(f"{size[0]}x{size[1]} round {round_} {exchange:5s}: kernel "
                       f"{case['kernel']['best_fps']:8.0f}, device clusters "
-                      f"{case['device_clusters']['best_fps']:8.0f}, device spectrum "
+                      f"{case['device_clusters']['best_fps']:8.0f} "
+                      f"({max(clusters['minor_faults'])} minor faults), device spectrum "
                       f"{case['device_spectrum']['best_fps']:8.0f} frames/s", flush=True)
     kernels.WORDS_MAX_PIXELS_PER_THREAD = words_max
     write_record(record, args.out)

@@ -379,6 +379,36 @@ def test_kernel_source_names_its_cpu_twins():
         assert "kernels/frozen.cu" in (package / module).read_text(), module
 
 
+def test_the_exchange_is_chosen_once_and_keys_the_loaded_kernel(monkeypatch):
+    """A variant's exchange is fixed when its spec is made and is part of its key, so a
+    process that builds both (exchange_ab.py) never loads the words' kernel for rows."""
+    from aare_lab.gpu import kernels
+
+    words = kernels.KernelSpec("float32", "int32", (3, 3), 2, 400, 1024)
+    monkeypatch.setattr(kernels, "WORDS_MAX_PIXELS_PER_THREAD", 0)
+    rows = kernels.KernelSpec("float32", "int32", (3, 3), 2, 400, 1024)
+    assert words.exchange_in_words and not rows.exchange_in_words
+    assert words != rows and len({words, rows}) == 2
+    assert "-DEXCHANGE_IN_WORDS=1" in words.defines()
+    assert "-DEXCHANGE_IN_WORDS=0" in rows.defines()
+
+
+@pytest.mark.gpu
+def test_both_exchanges_in_one_process_are_the_frozen_finders(runs, monkeypatch):
+    from aare_lab.gpu import kernels
+
+    run = runs("moench")
+    ped_cpu = trained(run, "float32")
+    cpu = FrozenFinder(ped_cpu, 5.0, 3).find(run.frames, progress=False)
+    peds = [trained(run, "float32"), trained(run, "float32")]
+    words = CudaFinder(peds[0], 5.0, 3, chunk_frames=16)
+    monkeypatch.setattr(kernels, "WORDS_MAX_PIXELS_PER_THREAD", 0)
+    rows = CudaFinder(peds[1], 5.0, 3, chunk_frames=16)
+    assert words._engine.spec.exchange_in_words and not rows._engine.spec.exchange_in_words
+    for finder, ped in zip((words, rows), peds):
+        assert_same(cpu, finder.find(run.frames, progress=False), ped_cpu, ped)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_reconfigure_keeps_the_kernel_and_the_device_pedestal(runs, dtype):

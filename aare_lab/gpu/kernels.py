@@ -65,16 +65,19 @@ class KernelSpec:
     threads: int
     common_mode: bool = False
     gain_switching: bool = False
+    #: Whether edge rows travel between bands in 8-byte words that carry their frame's
+    #: number (``EXCHANGE_IN_WORDS``) rather than as rows followed by a flag. None (the
+    #: default) chooses where words were measured faster: float32 state with at most
+    #: `WORDS_MAX_PIXELS_PER_THREAD` pixels per thread
+    #: (``benchmarks/results/kernel_variants_20261202T104847.json``, ``…105037``). A field,
+    #: not a property, so that the choice is part of the key of a loaded kernel.
+    exchange_in_words: bool | None = None
 
-    @property
-    def exchange_in_words(self) -> bool:
-        """Whether edge rows travel between bands in 8-byte words that carry their frame's
-        number (``EXCHANGE_IN_WORDS``) rather than as rows followed by a flag: where that
-        was measured faster, float32 state with at most `WORDS_MAX_PIXELS_PER_THREAD` pixels
-        per thread (``benchmarks/results/kernel_variants_20261202T104847.json``, ``…105037``).
-        """
-        return (self.state_dtype == "float32"
-                and self.pixels_per_thread <= WORDS_MAX_PIXELS_PER_THREAD)
+    def __post_init__(self):
+        if self.exchange_in_words is None:
+            words = (self.state_dtype == "float32"
+                     and self.pixels_per_thread <= WORDS_MAX_PIXELS_PER_THREAD)
+            object.__setattr__(self, "exchange_in_words", words)
 
     def defines(self) -> tuple[str, ...]:
         """The ``-D`` options of this variant."""
