@@ -3,6 +3,11 @@
 import os
 
 import pytest
+from hang_guard import (  # noqa: F401  (a hook and a fixture for every test)
+    _end_the_run_if_this_test_hangs,
+    pytest_configure,
+    pytest_unconfigure,
+)
 
 # Run by an interpreter with aare (see test_aare_oracle.py), never imported here.
 collect_ignore = ["oracle_runner.py", "clusterfile_runner.py"]
