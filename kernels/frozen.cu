@@ -35,16 +35,19 @@
 //                            measured faster (aare_lab/gpu/kernels.py, KernelSpec)
 //
 // Layout of one launch (cooperative, so every block is resident at once):
-// - Block b owns the image rows [band_lo(b), band_lo(b + 1)), its "band", for the whole
-//   launch. Thread t holds the pedestal state of band pixels t, t + T, t + 2T, ... in
-//   registers from the first frame to the last, so no other thread ever reads it.
+// - Block b owns the pixels [band_start(b), band_start(b + 1)) in raster order, its "band",
+//   for the whole launch: whole rows with flags, equal shares of the frame with words.
+//   Thread t holds the pedestal state of band pixels t, t + T, t + 2T, ... in registers
+//   from the first frame to the last, so no other thread ever reads it.
 // - Per frame the block computes the values v of its band from the frame-start state into
-//   one of two tiles in shared memory (by frame parity) and sends its first and last RY
-//   rows to a two-slot exchange buffer, then receives those of the bands above and below.
-//   So every read of a frame sees the frame-start state, and no thread reads what another
-//   thread of the same frame has updated. Bands are at least RY rows
-//   high, so a halo comes from the adjacent bands alone; a band runs at most one frame
-//   ahead of its neighbours, which two slots allow.
+//   one of two tiles in shared memory (by frame parity) and sends the rows that other bands
+//   read (within RY rows of them) to a two-slot exchange buffer, then receives the rows
+//   within RY of its own from the bands that hold them. So every read of a frame sees the
+//   frame-start state, and no thread reads what another thread of the same frame has
+//   updated. A band runs at most one frame ahead of the bands it reads, which read it too,
+//   and two slots allow that. With flags, bands are at least RY rows high, so a halo comes
+//   from the adjacent bands alone, whose flags a band waits for; with words each value
+//   says whose frame it is, so bands may be thinner.
 // - Classification and the QUIET_UPDATE pushes of the band follow. Only the pushes feed
 //   the next frame, so the stores are written one frame late: between sending frame
 //   f + 1's edge rows and receiving its halo, the block ranks frame f's stores in raster
@@ -379,9 +382,18 @@ __device__ void grid_barrier(unsigned int* counter, unsigned int k)
     __syncthreads();
 }
 
-__device__ __forceinline__ int band_lo(int b, int ny, int n_bands)
+// The first pixel (raster order) of band b. With flags a band waits for its two neighbours
+// alone, so bands are whole rows, at least RY of them (the host cuts no more bands). With
+// words every value names its frame and any band may read it, so the frame is cut into
+// bands of equal pixels: a thread's second pixel costs most of a first, and rows would
+// leave some bands a third more pixels than others (kernels/README.md).
+__device__ __forceinline__ int band_start(int b, int ny, int n_bands)
 {
-    return (int)(((long long)b * ny) / n_bands);
+#if EXCHANGE_IN_WORDS
+    return (int)(((long long)b * ny * FRAME_NX) / n_bands);
+#else
+    return (int)(((long long)b * ny) / n_bands) * FRAME_NX;
+#endif
 }
 
 #if EXCHANGE_IN_WORDS
@@ -483,13 +495,17 @@ frozen_chunk(
     const int nx = FRAME_NX;   // a constant: divisions by it are multiplications
     const int G = gridDim.x, b = blockIdx.x, T = blockDim.x, tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5;
-    const int lo = band_lo(b, ny, G), hi = band_lo(b + 1, ny, G);
-    const int t_lo = max(lo - RY, 0), t_hi = min(hi + RY, ny);   // tile rows
-    const int P = (hi - lo) * nx;                                // band pixels
+    const int band = band_start(b, ny, G), band_end = band_start(b + 1, ny, G);
+    const int P = band_end - band;                               // band pixels
     const int rounds = (P + T - 1) / T;      // pixel k of a thread: p = k * T + tid
-    const long long band = (long long)lo * nx;
+    const int t_lo = max(band / nx - RY, 0), t_hi = min((band_end - 1) / nx + 1 + RY, ny);
+    const int tile_origin = t_lo * nx;                           // tile rows [t_lo, t_hi)
     const long long frame_px = (long long)ny * nx;
     const int tile_px = (t_hi - t_lo) * nx;
+    // Rows other bands read: up to RY below the band before's last row, and from RY above
+    // the band after's first row (with whole-row bands, the first and last RY rows).
+    const int sent_to_above = b > 0 ? (band - 1) / nx + RY : -1;
+    const int sent_to_below = b < G - 1 ? band_end / nx - RY : ny;
     unsigned int* barrier = sync + G * FLAG_STRIDE;
     unsigned int barriers = 0;   // grid barriers passed so far
     const STATE_T recip_N = (STATE_T)1 / N;   // see corrected_quotient
@@ -557,8 +573,8 @@ frozen_chunk(
                         *overflow = 1;
                     continue;
                 }
-                const int p = k * T + warp * 32 + src;
-                const int i = lo + p / nx, j = p % nx;
+                const int g = band + k * T + warp * 32 + src;
+                const int i = g / nx, j = g % nx;
                 const long long r = (long long)b * region_cap + rank;
                 WINDOW_T* w = region_win + r * WINDOW_SIZE;
                 for (int tap = lane; tap < WINDOW_SIZE; tap += 32) {
@@ -696,7 +712,7 @@ frozen_chunk(
         for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
             const int p = k * T + tid;
             if (p < P) {
-                const int i = lo + p / nx;
+                const int i = (band + p) / nx;
 #if COMMON_MODE
                 const int label = __ldg(&cm_labels[band + p]);
                 const STATE_T v_adu = corrected_value(raw[k], off_r[k],
@@ -711,8 +727,8 @@ frozen_chunk(
 #else
                 const STATE_T v = v_adu;
 #endif
-                tile[(i - t_lo) * nx + p % nx] = v;
-                if (G > 1 && (i < lo + RY || i >= hi - RY))
+                tile[band + p - tile_origin] = v;
+                if (i <= sent_to_above || i >= sent_to_below)
 #if EXCHANGE_IN_WORDS
                     send_value(&slot[band + p], v, f + 1);
 #else
@@ -741,10 +757,11 @@ frozen_chunk(
         // catch up, then receive the halo rows from them. With flags, every thread acquires
         // them itself, so its own loads of the halo see the neighbours' rows without a block
         // barrier between the wait and the copy; with words, every word is its own flag. A
-        // band receives frame f's halo only once both neighbours have sent it, which they do
-        // after receiving frame f - 1's, so it writes frame f + 1's edge rows (slot
-        // (f + 1) & 1) only after every read of frame f - 1's in that slot: a band is at
-        // most one frame ahead, which two slots allow.
+        // band receives frame f's halo only once every band it reads has sent it, which
+        // they do after receiving frame f - 1's, their halo including this band's rows; so
+        // it writes frame f + 1's edge rows (slot (f + 1) & 1) only after every read of
+        // frame f - 1's in that slot: a band is at most one frame ahead, which two slots
+        // allow.
         __syncthreads();
 #if !EXCHANGE_IN_WORDS
         if (G > 1 && tid == 0)
@@ -759,14 +776,13 @@ frozen_chunk(
             if (b < G - 1)
                 await(&sync[(b + 1) * FLAG_STRIDE], f + 1);
 #endif
-            const int above = (lo - t_lo) * nx, below = (t_hi - hi) * nx;
+            const int above = band - tile_origin, below = t_hi * nx - band_end;
             for (int k = tid; k < above + below; k += T) {
-                const long long idx = k < above ? (long long)t_lo * nx + k
-                                                : (long long)hi * nx + (k - above);
+                const int idx = k < above ? tile_origin + k : band_end + (k - above);
 #if EXCHANGE_IN_WORDS
-                receive_value(&slot[idx], f + 1, tile[idx - (long long)t_lo * nx]);
+                receive_value(&slot[idx], f + 1, tile[idx - tile_origin]);
 #else
-                tile[idx - (long long)t_lo * nx] = __ldcg(&slot[idx]);
+                tile[idx - tile_origin] = __ldcg(&slot[idx]);
 #endif
             }
         }
@@ -784,8 +800,8 @@ frozen_chunk(
         for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
             const int p = k * T + tid;
             if (p < P) {
-                const int i = lo + p / nx, j = p % nx;
-                const STATE_T vp = tile[(i - t_lo) * nx + j];
+                const int i = (band + p) / nx, j = (band + p) % nx;
+                const STATE_T vp = tile[band + p - tile_origin];
                 STATE_T tot = 0;
                 STATE_T m = vp;
                 if (RY <= i && i < ny - RY && RX <= j && j < nx - RX) {

@@ -34,6 +34,7 @@ from .kernels import (
     SM_THREADS,
     KernelSpec,
     load_kernel,
+    words_pay,
 )
 
 #: cudaDevAttrMaxSharedMemoryPerBlockOptin, cudaDevAttrMultiProcessorCount
@@ -154,9 +155,8 @@ class FrozenEngine:
         self.fetch_now = cp.cuda.Stream(non_blocking=True)
         with cuda_context("allocating the finder's GPU buffers"), self.compute:
             self._allocate()
-        ny, nx = frame_shape
         self.region_cap = max(64, int(np.ceil(INITIAL_REGION_DENSITY * chunk_frames
-                                              * -(-ny // self.n_bands) * nx)))
+                                              * self.band_pixels)))
         self._region = None
         self._outputs = [None, None]
         self._host = [None, None]
@@ -170,17 +170,27 @@ class FrozenEngine:
         cp = self.cp
         ny, nx = self.frame_shape
         ry = self.cluster_size[0] // 2
-        # Bands at least ry rows high take their halo from the adjacent bands alone.
-        self.n_bands = max(1, min(max_bands, ny // ry))
-        band_max = -(-ny // self.n_bands)
-        per_thread = 1 << max(0, (-(-band_max * nx // self.threads) - 1).bit_length())
+        # With words (``band_start`` in the source) the frame is cut into equal shares of
+        # its pixels, each spanning at most band_rows rows; with flags into bands of whole
+        # rows, at least ry high, which take their halo from the adjacent bands alone.
+        self.n_bands = max(1, min(max_bands, ny * nx))
+        band_px = -(-ny * nx // self.n_bands)
+        words = words_pay(self.state_dtype.name, self._per_thread(band_px))
+        if words:
+            band_rows = (band_px + nx - 2) // nx + 1
+        else:
+            self.n_bands = max(1, min(max_bands, ny // ry))
+            band_rows = -(-ny // self.n_bands)
+            band_px = band_rows * nx
+        self.band_pixels = band_px
+        per_thread = self._per_thread(band_px)
         if per_thread > MAX_PIXELS_PER_THREAD:
             raise ValueError(
-                f"a {ny}x{nx} frame is too large for the cuda finder: a band of {band_max} rows "
+                f"a {ny}x{nx} frame is too large for the cuda finder: a band of {band_rows} rows "
                 f"would need {per_thread} pixels per thread, at most {MAX_PIXELS_PER_THREAD} fit "
                 "in registers; split the frame (e.g. per detector module)")
         # Two tiles of the band and its halo, one per frame parity (``tiles`` in the source).
-        tiles = 2 * (band_max + 2 * ry) * nx * self.state_dtype.itemsize
+        tiles = 2 * (band_rows + 2 * ry) * nx * self.state_dtype.itemsize
         # Per region the block's sums, counts and offsets (``cm_bytes`` in the source).
         cm_bytes = -(-self.n_regions * (16 + self.state_dtype.itemsize) // 16) * 16
         self.shared = (SCAN_BYTES + per_thread * 32 * 4 + cm_bytes
@@ -197,7 +207,7 @@ class FrozenEngine:
                 remedies.append("lower chunk_frames")
             raise ValueError(
                 f"a {ny}x{nx} frame is too wide for the cuda finder with "
-                f"{self.state_dtype.name} state: one band of {band_max} rows needs "
+                f"{self.state_dtype.name} state: one band of {band_rows} rows needs "
                 f"{self.shared} bytes of shared memory ({tiles} for its two tiles{regions}), "
                 f"this GPU has {limit}; {', '.join(remedies[:-1])} or {remedies[-1]}"
             )
@@ -205,11 +215,16 @@ class FrozenEngine:
             self.spec = KernelSpec(self.state_dtype.name, self.window_dtype.name,
                                    tuple(self.cluster_size), per_thread, nx, self.threads,
                                    common_mode=self.labels is not None,
-                                   gain_switching=self.calibration is not None)
+                                   gain_switching=self.calibration is not None,
+                                   exchange_in_words=words)
             self.kernel = load_kernel(self.spec)
             cp.cuda.driver.funcSetAttribute(
                 self.kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 self.shared)
+
+    def _per_thread(self, band_px: int) -> int:
+        """Pixels per thread (a power of two) for bands of ``band_px`` pixels."""
+        return 1 << max(0, (-(-band_px // self.threads) - 1).bit_length())
 
     def _allocate(self) -> None:
         cp, shape, dt, c, G = self.cp, self.frame_shape, self.state_dtype, self.chunk_frames, \

@@ -48,6 +48,12 @@ WORDS_MAX_PIXELS_PER_THREAD = 2
 #: 296 bytes and still run faster than at 512); more were not.
 MAX_PIXELS_PER_THREAD = 16
 
+def words_pay(state_dtype: str, pixels_per_thread: int) -> bool:
+    """Whether edge rows were measured faster in words that carry their frame than as rows
+    and flags: float32 state with at most `WORDS_MAX_PIXELS_PER_THREAD` pixels per thread."""
+    return state_dtype == "float32" and pixels_per_thread <= WORDS_MAX_PIXELS_PER_THREAD
+
+
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int", "int16": "short"}
 _loaded: dict[tuple, object] = {}
 _lock = threading.Lock()
@@ -66,18 +72,17 @@ class KernelSpec:
     common_mode: bool = False
     gain_switching: bool = False
     #: Whether edge rows travel between bands in 8-byte words that carry their frame's
-    #: number (``EXCHANGE_IN_WORDS``) rather than as rows followed by a flag. None (the
-    #: default) chooses where words were measured faster: float32 state with at most
-    #: `WORDS_MAX_PIXELS_PER_THREAD` pixels per thread
+    #: number (``EXCHANGE_IN_WORDS``; bands then are equal shares of the frame's pixels)
+    #: rather than as rows followed by a flag (bands of whole rows). None (the default)
+    #: chooses where words were measured faster, `words_pay`
     #: (``benchmarks/results/kernel_variants_20261202T104847.json``, ``…105037``). A field,
     #: not a property, so that the choice is part of the key of a loaded kernel.
     exchange_in_words: bool | None = None
 
     def __post_init__(self):
         if self.exchange_in_words is None:
-            words = (self.state_dtype == "float32"
-                     and self.pixels_per_thread <= WORDS_MAX_PIXELS_PER_THREAD)
-            object.__setattr__(self, "exchange_in_words", words)
+            object.__setattr__(self, "exchange_in_words",
+                               words_pay(self.state_dtype, self.pixels_per_thread))
 
     def defines(self) -> tuple[str, ...]:
         """The ``-D`` options of this variant."""
