@@ -23,6 +23,7 @@ import numpy as np
 from ..capacity import cap_to_attr
 from ..common_mode import region_count
 from ..parallel import parallel_copy
+from .bands import cut_bands
 from .device import cuda_context, cupy_or_raise
 from .feed import pinned_array
 from .kernels import (
@@ -34,7 +35,6 @@ from .kernels import (
     SM_THREADS,
     KernelSpec,
     load_kernel,
-    words_pay,
 )
 
 #: cudaDevAttrMaxSharedMemoryPerBlockOptin, cudaDevAttrMultiProcessorCount
@@ -170,20 +170,9 @@ class FrozenEngine:
         cp = self.cp
         ny, nx = self.frame_shape
         ry = self.cluster_size[0] // 2
-        # With words (``band_start`` in the source) the frame is cut into equal shares of
-        # its pixels, each spanning at most band_rows rows; with flags into bands of whole
-        # rows, at least ry high, which take their halo from the adjacent bands alone.
-        self.n_bands = max(1, min(max_bands, ny * nx))
-        band_px = -(-ny * nx // self.n_bands)
-        words = words_pay(self.state_dtype.name, self._per_thread(band_px))
-        if words:
-            band_rows = (band_px + nx - 2) // nx + 1
-        else:
-            self.n_bands = max(1, min(max_bands, ny // ry))
-            band_rows = -(-ny // self.n_bands)
-            band_px = band_rows * nx
-        self.band_pixels = band_px
-        per_thread = self._per_thread(band_px)
+        bands = cut_bands(self.frame_shape, ry, max_bands, self.threads, self.state_dtype.name)
+        self.n_bands, self.band_pixels = bands.count, bands.pixels
+        band_rows, per_thread, words = bands.rows, bands.per_thread, bands.words
         if per_thread > MAX_PIXELS_PER_THREAD:
             raise ValueError(
                 f"a {ny}x{nx} frame is too large for the cuda finder: a band of {band_rows} rows "
@@ -221,10 +210,6 @@ class FrozenEngine:
             cp.cuda.driver.funcSetAttribute(
                 self.kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 self.shared)
-
-    def _per_thread(self, band_px: int) -> int:
-        """Pixels per thread (a power of two) for bands of ``band_px`` pixels."""
-        return 1 << max(0, (-(-band_px // self.threads) - 1).bit_length())
 
     def _allocate(self) -> None:
         cp, shape, dt, c, G = self.cp, self.frame_shape, self.state_dtype, self.chunk_frames, \
