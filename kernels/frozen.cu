@@ -802,13 +802,12 @@ frozen_chunk(
             const int p = k * T + tid;
             if (p < P) {
                 const int i = (band + p) / nx, j = (band + p) % nx;
-                const int at = band + p - tile_origin;                   // in the tile
-                const STATE_T vp = tile[at];
+                const STATE_T vp = tile[band + p - tile_origin];
                 STATE_T tot = 0;
                 STATE_T m = vp;
                 if (RY <= i && i < ny - RY && RX <= j && j < nx - RX) {
                     // Inside the frame: the same taps in the same order, unrolled.
-                    const STATE_T* corner = tile + at - (RY * nx + RX);
+                    const STATE_T* corner = tile + (i - RY - t_lo) * nx + (j - RX);
 #pragma unroll
                     for (int a = 0; a < CLUSTER_NY; ++a)
 #pragma unroll
