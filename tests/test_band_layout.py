@@ -2,12 +2,14 @@
 
 `aare_lab.gpu.bands.cut_bands` is the host's cut; the kernel's arithmetic that works on it
 (``band_start``, ``sent_to_above``/``sent_to_below``, the tile rows ``t_lo``/``t_hi`` in
-``kernels/frozen.cu``) is restated here, and every band of every case must:
+``kernels/frozen.cu``) is restated here, and `test_the_restated_arithmetic_is_the_kernels`
+fails when the source's lines change. Every band of every case must:
 
+- hold at least one pixel, and no more than its threads cover;
 - find each halo pixel its tile reads sent by the band that holds it;
 - be read back by every band it reads, so that two exchange slots suffice (a band runs at
   most one frame ahead of the bands it reads, kernels/README.md);
-- fit its tile into the ``rows + 2 ry`` rows the engine sizes the shared memory for;
+- fit its tile into the rows the engine sizes the shared memory for (`Bands.tile_rows`);
 - with whole-row bands (flags), take its halo from the adjacent bands alone.
 
 That the GPU finds what the frozen finder finds with these cuts is `test_cuda.py`'s.
@@ -20,6 +22,7 @@ import itertools
 import pytest
 
 from aare_lab.gpu.bands import Bands, cut_bands, pixels_per_thread
+from aare_lab.gpu.kernels import SOURCE, kernel_dir
 
 FRAMES = [(400, 400), (512, 1024), (257, 301), (64, 64), (20, 7), (9, 5)]
 #: Resident blocks on an H200 (132 SMs) at one and two blocks per SM, and smaller GPUs.
@@ -33,9 +36,26 @@ def band_start(b, ny, nx, bands):
     return ((b * ny) // bands.count) * nx
 
 
-def layout_errors(ny, nx, ry, bands, send_margin=0):
+#: The lines of ``kernels/frozen.cu`` that `band_start` and `layout_errors` restate.
+KERNEL_LINES = [
+    "return (int)(((long long)b * ny * FRAME_NX) / n_bands);",
+    "return (int)(((long long)b * ny) / n_bands) * FRAME_NX;",
+    "const int t_lo = max(band / nx - RY, 0), t_hi = min((band_end - 1) / nx + 1 + RY, ny);",
+    "const int sent_to_above = b > 0 ? (band - 1) / nx + RY : -1;",
+    "const int sent_to_below = b < G - 1 ? band_end / nx - RY : ny;",
+    "if (i <= sent_to_above || i >= sent_to_below)",
+]
+
+
+def test_the_restated_arithmetic_is_the_kernels():
+    source = (kernel_dir() / SOURCE).read_text()
+    assert [line for line in KERNEL_LINES if line not in source] == []
+
+
+def layout_errors(ny, nx, ry, bands, send_margin=0, threads=1024):
     """What is wrong with ``bands`` of a ``ny`` x ``nx`` frame for windows ``2 ry + 1`` high
-    (``send_margin`` rows fewer sent on each side, to show that the check can fail)."""
+    and blocks of ``threads`` (``send_margin`` rows fewer sent on each side, to show that
+    the check can fail)."""
     starts = [band_start(b, ny, nx, bands) for b in range(bands.count + 1)]
     errors, holder, sent, reads = [], {}, set(), []
     for b in range(bands.count):
@@ -48,11 +68,15 @@ def layout_errors(ny, nx, ry, bands, send_margin=0):
                 sent.add(g)
     for b in range(bands.count):
         lo, hi = starts[b], starts[b + 1]
-        if hi - lo > bands.pixels:
-            errors.append(f"band {b} holds {hi - lo} pixels, more than {bands.pixels}")
+        if not 0 < hi - lo <= min(bands.pixels, bands.per_thread * threads):
+            errors.append(f"band {b} holds {hi - lo} pixels, {bands.pixels} at most, "
+                          f"{bands.per_thread} per thread")
+            reads.append(set())
+            continue
         t_lo, t_hi = max(lo // nx - ry, 0), min((hi - 1) // nx + 1 + ry, ny)
-        if t_hi - t_lo > bands.rows + 2 * ry:
-            errors.append(f"band {b}'s tile of {t_hi - t_lo} rows overflows {bands.rows} + 2 ry")
+        if t_hi - t_lo > bands.tile_rows(ry, ny):
+            errors.append(f"band {b}'s tile of {t_hi - t_lo} rows overflows "
+                          f"{bands.tile_rows(ry, ny)}")
         read = set()
         for g in itertools.chain(range(t_lo * nx, lo), range(hi, t_hi * nx)):
             if g not in sent:
@@ -75,7 +99,7 @@ def test_every_cut_sends_what_its_bands_read_and_fits_its_tiles(frame_shape):
     for ry, max_bands, threads, dtype in itertools.product(
             (1, 2, 3, 4, 5), MAX_BANDS, (256, 1024), ("float32", "float64")):
         bands = cut_bands(frame_shape, ry, max_bands, threads, dtype)
-        assert layout_errors(ny, nx, ry, bands) == [], (frame_shape, ry, bands)
+        assert layout_errors(ny, nx, ry, bands, threads=threads) == [], (frame_shape, ry, bands)
         checked += bands.words
     assert checked > 0, "no cut of this frame took the words"
 
@@ -113,6 +137,14 @@ def test_the_check_fails_for_a_send_one_row_short(dtype, ry):
     assert any("never sends" in e for e in layout_errors(400, 400, ry, bands, send_margin=1))
 
 
+def test_the_check_fails_for_whole_rows_thinner_than_ry_and_for_empty_bands():
+    # 200 bands of two rows with flags: a window four rows high reaches two bands away.
+    thin = Bands(count=200, pixels=800, rows=2, per_thread=1, words=False)
+    assert any("with flags reads bands" in e for e in layout_errors(400, 400, 4, thin))
+    crowded = Bands(count=8, pixels=1, rows=1, per_thread=1, words=True)
+    assert any("holds 0 pixels" in e for e in layout_errors(1, 5, 1, crowded))
+
+
 def test_a_tile_bound_one_row_short_fails():
     # The odd frame's 132 shares of 587 pixels: some span three rows, the bound.
     bands = cut_bands((257, 301), 4, 132, 1024, "float32")
@@ -120,6 +152,26 @@ def test_a_tile_bound_one_row_short_fails():
     assert layout_errors(257, 301, 4, bands) == []
     short = Bands(bands.count, bands.pixels, bands.rows - 1, bands.per_thread, bands.words)
     assert any("overflows" in e for e in layout_errors(257, 301, 4, short))
+
+
+def test_a_tile_never_counts_rows_beyond_the_frame():
+    bands = cut_bands((3, 5000), 4, 132, 1024, "float32")
+    assert bands.words and bands.rows == 2
+    assert bands.tile_rows(4, 3) == 3
+    assert layout_errors(3, 5000, 4, bands) == []
+
+
+def test_words_that_do_not_fit_give_way_to_whole_rows():
+    # A wide, short frame: equal shares span two rows, whole rows one; with 3x3 windows a
+    # words tile is four rows, a whole-row tile three (what fits in shared memory decides).
+    words = cut_bands((16, 8192), 1, 132, 1024, "float32")
+    assert (words.words, words.count, words.tile_rows(1, 16)) == (True, 132, 4)
+    rows = cut_bands((16, 8192), 1, 132, 1024, "float32",
+                     fits=lambda cut: cut.tile_rows(1, 16) <= 3)
+    assert rows == Bands(count=16, pixels=8192, rows=1, per_thread=8, words=False)
+    assert layout_errors(16, 8192, 1, rows) == []
+    taken = cut_bands((16, 8192), 1, 132, 1024, "float32", fits=lambda cut: True)
+    assert taken == words
 
 
 @pytest.mark.parametrize("band_pixels, threads, expected",

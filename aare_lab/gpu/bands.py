@@ -16,6 +16,7 @@ launch"). How the frame is cut depends on how those rows travel:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .kernels import words_pay
@@ -29,13 +30,19 @@ class Bands:
     count: int
     #: Pixels of the largest band.
     pixels: int
-    #: Rows the largest band spans, a partial row at either end included.
+    #: The most rows a band spans, partial rows at either end included (with words a bound:
+    #: a share of ``pixels`` may start anywhere in a row).
     rows: int
     #: Pixels each thread of a block holds (a power of two).
     per_thread: int
     #: Whether edge rows travel in words that carry their frame, the bands being equal
     #: shares of the frame's pixels; otherwise whole rows behind flags.
     words: bool
+
+    def tile_rows(self, ry: int, ny: int) -> int:
+        """The most rows of a band's tile: the band and ``ry`` rows either side, within a
+        frame of ``ny`` rows (``t_lo``, ``t_hi`` in the source)."""
+        return min(self.rows + 2 * ry, ny)
 
 
 def pixels_per_thread(band_pixels: int, threads: int) -> int:
@@ -44,7 +51,7 @@ def pixels_per_thread(band_pixels: int, threads: int) -> int:
 
 
 def cut_bands(frame_shape: tuple[int, int], ry: int, max_bands: int, threads: int,
-              state_dtype: str) -> Bands:
+              state_dtype: str, fits: Callable[[Bands], bool] | None = None) -> Bands:
     """Cut a frame into at most ``max_bands`` bands for blocks of ``threads`` threads.
 
     Parameters
@@ -61,6 +68,10 @@ def cut_bands(frame_shape: tuple[int, int], ry: int, max_bands: int, threads: in
     state_dtype
         The pedestal state's dtype name, which decides with the pixels per thread whether
         words pay (`aare_lab.gpu.kernels.words_pay`).
+    fits
+        Whether a cut fits the GPU (its shared memory); a cut in words that does not gives
+        way to whole rows, whose bands can be one row high where equal shares of a wide,
+        short frame would span two. None: every cut fits.
     """
     ny, nx = frame_shape
     count = max(1, min(max_bands, ny * nx))
@@ -68,7 +79,9 @@ def cut_bands(frame_shape: tuple[int, int], ry: int, max_bands: int, threads: in
     if words_pay(state_dtype, pixels_per_thread(pixels, threads)):
         # A share of ``pixels`` that starts at the end of a row spans a row more.
         rows = (pixels + nx - 2) // nx + 1
-        return Bands(count, pixels, rows, pixels_per_thread(pixels, threads), True)
+        words = Bands(count, pixels, rows, pixels_per_thread(pixels, threads), True)
+        if fits is None or fits(words):
+            return words
     count = max(1, min(max_bands, ny // ry))
     rows = -(-ny // count)
     return Bands(count, rows * nx, rows, pixels_per_thread(rows * nx, threads), False)

@@ -23,7 +23,7 @@ import numpy as np
 from ..capacity import cap_to_attr
 from ..common_mode import region_count
 from ..parallel import parallel_copy
-from .bands import cut_bands
+from .bands import Bands, cut_bands
 from .device import cuda_context, cupy_or_raise
 from .feed import pinned_array
 from .kernels import (
@@ -170,7 +170,10 @@ class FrozenEngine:
         cp = self.cp
         ny, nx = self.frame_shape
         ry = self.cluster_size[0] // 2
-        bands = cut_bands(self.frame_shape, ry, max_bands, self.threads, self.state_dtype.name)
+        device = cp.cuda.Device()
+        limit = cp.cuda.runtime.deviceGetAttribute(_ATTR_SHARED_OPTIN, device.id)
+        bands = cut_bands(self.frame_shape, ry, max_bands, self.threads, self.state_dtype.name,
+                          fits=lambda cut: self._shared_bytes(cut, ry)[0] <= limit)
         self.n_bands, self.band_pixels = bands.count, bands.pixels
         band_rows, per_thread, words = bands.rows, bands.per_thread, bands.words
         if per_thread > MAX_PIXELS_PER_THREAD:
@@ -178,14 +181,7 @@ class FrozenEngine:
                 f"a {ny}x{nx} frame is too large for the cuda finder: a band of {band_rows} rows "
                 f"would need {per_thread} pixels per thread, at most {MAX_PIXELS_PER_THREAD} fit "
                 "in registers; split the frame (e.g. per detector module)")
-        # Two tiles of the band and its halo, one per frame parity (``tiles`` in the source).
-        tiles = 2 * (band_rows + 2 * ry) * nx * self.state_dtype.itemsize
-        # Per region the block's sums, counts and offsets (``cm_bytes`` in the source).
-        cm_bytes = -(-self.n_regions * (16 + self.state_dtype.itemsize) // 16) * 16
-        self.shared = (SCAN_BYTES + per_thread * 32 * 4 + cm_bytes
-                       + max(tiles, 4 * self.chunk_frames))
-        device = cp.cuda.Device()
-        limit = cp.cuda.runtime.deviceGetAttribute(_ATTR_SHARED_OPTIN, device.id)
+        self.shared, tiles, cm_bytes = self._shared_bytes(bands, ry)
         if self.shared > limit:
             regions = (f", {cm_bytes} for {self.n_regions} common-mode regions"
                        if cm_bytes else "")
@@ -210,6 +206,18 @@ class FrozenEngine:
             cp.cuda.driver.funcSetAttribute(
                 self.kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 self.shared)
+
+    def _shared_bytes(self, bands: Bands, ry: int) -> tuple[int, int, int]:
+        """Shared memory per block for ``bands``: in all, for the two tiles, for the
+        common-mode regions (the layout of ``smem`` in the source)."""
+        nx = self.frame_shape[1]
+        # Two tiles of the band and its halo, one per frame parity (``tiles`` in the source).
+        tiles = 2 * bands.tile_rows(ry, self.frame_shape[0]) * nx * self.state_dtype.itemsize
+        # Per region the block's sums, counts and offsets (``cm_bytes`` in the source).
+        cm_bytes = -(-self.n_regions * (16 + self.state_dtype.itemsize) // 16) * 16
+        total = (SCAN_BYTES + bands.per_thread * 32 * 4 + cm_bytes
+                 + max(tiles, 4 * self.chunk_frames))
+        return total, tiles, cm_bytes
 
     def _allocate(self) -> None:
         cp, shape, dt, c, G = self.cp, self.frame_shape, self.state_dtype, self.chunk_frames, \

@@ -48,6 +48,7 @@ WORDS_MAX_PIXELS_PER_THREAD = 2
 #: 296 bytes and still run faster than at 512); more were not.
 MAX_PIXELS_PER_THREAD = 16
 
+
 def words_pay(state_dtype: str, pixels_per_thread: int) -> bool:
     """Whether edge rows were measured faster in words that carry their frame than as rows
     and flags: float32 state with at most `WORDS_MAX_PIXELS_PER_THREAD` pixels per thread."""
