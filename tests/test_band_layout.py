@@ -17,14 +17,19 @@ That the GPU finds what the frozen finder finds with these cuts is `test_cuda.py
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from aare_lab.gpu.bands import Bands, cut_bands, pixels_per_thread
 from aare_lab.gpu.kernels import SOURCE, kernel_dir
 
 FRAMES = [(400, 400), (512, 1024), (257, 301), (64, 64), (20, 7), (9, 5)]
+#: An H200's shared memory per block (cudaDevAttrMaxSharedMemoryPerBlockOptin).
+H200_SHARED = 232448
 #: Resident blocks on an H200 (132 SMs) at one and two blocks per SM, and smaller GPUs.
 MAX_BANDS = [1, 2, 3, 7, 33, 100, 132, 264]
 
@@ -180,3 +185,49 @@ def test_words_that_do_not_fit_give_way_to_whole_rows():
 def test_pixels_per_thread_is_the_power_of_two_that_covers_a_band(band_pixels, threads,
                                                                    expected):
     assert pixels_per_thread(band_pixels, threads) == expected
+
+
+def configured(monkeypatch, shape, dtype, cluster_size, chunk_frames=512, limit=H200_SHARED):
+    """`FrozenEngine._configure` for 132 blocks of 1024 threads on a GPU with ``limit`` bytes
+    of shared memory per block, CuPy and the kernel's compilation left out."""
+    from aare_lab.gpu import engine
+
+    monkeypatch.setattr(engine, "load_kernel", lambda spec: SimpleNamespace(ptr=0))
+    monkeypatch.setattr(engine, "cuda_context", lambda what: contextlib.nullcontext())
+    driver = SimpleNamespace(funcSetAttribute=lambda *args: None,
+                             CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES=8)
+    runtime = SimpleNamespace(deviceGetAttribute=lambda attribute, device: limit)
+    e = object.__new__(engine.FrozenEngine)
+    e.cp = SimpleNamespace(cuda=SimpleNamespace(Device=lambda: SimpleNamespace(id=0),
+                                                runtime=runtime, driver=driver))
+    e.frame_shape, e.cluster_size, e.chunk_frames, e.threads = shape, cluster_size, \
+        chunk_frames, 1024
+    e.state_dtype, e.window_dtype = np.dtype(dtype), np.dtype("int32")
+    e.labels, e.n_regions, e.calibration = None, 0, None
+    e._configure(132)
+    return e
+
+
+def test_the_engine_cuts_equal_shares_where_words_pay(monkeypatch):
+    e = configured(monkeypatch, (400, 400), "float32", (9, 9))
+    assert (e.n_bands, e.band_pixels, e.spec.exchange_in_words) == (132, 1213, True)
+    e = configured(monkeypatch, (400, 400), "float64", (9, 9))
+    assert (e.n_bands, e.band_pixels, e.spec.exchange_in_words) == (100, 1600, False)
+
+
+def test_the_engine_cuts_whole_rows_where_shares_do_not_fit(monkeypatch):
+    e = configured(monkeypatch, (16, 8192), "float32", (3, 3))
+    assert (e.n_bands, e.spec.exchange_in_words, e.spec.pixels_per_thread) == (16, False, 8)
+    assert e.shared <= H200_SHARED
+    shares = cut_bands((16, 8192), 1, 132, 1024, "float32")
+    assert shares.words and e._shared_bytes(shares, 1)[0] > H200_SHARED
+    # A GPU with room for the shares' tiles gets them.
+    e = configured(monkeypatch, (16, 8192), "float32", (3, 3), limit=2 * H200_SHARED)
+    assert (e.n_bands, e.spec.exchange_in_words) == (132, True)
+
+
+def test_the_engine_still_refuses_what_fits_no_cut(monkeypatch):
+    with pytest.raises(ValueError, match="shared memory.*lower chunk_frames"):
+        configured(monkeypatch, (64, 64), "float64", (3, 3), chunk_frames=100_000)
+    with pytest.raises(ValueError, match="too large for the cuda finder.*split the frame"):
+        configured(monkeypatch, (64, 40000), "float64", (11, 11))

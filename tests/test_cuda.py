@@ -22,6 +22,9 @@ from aare_lab.simulate import Beam, Detector, simulate_run
 
 N_PEDESTAL = 64
 SHAPES = {"moench": (400, 400), "jungfrau": (512, 1024), "odd": (257, 301)}
+#: Frame shapes of single tests: "wide" is cut into whole rows where equal shares' tiles
+#: would not fit an H200's shared memory (tests/test_band_layout.py).
+OTHER_SHAPES = {"wide": (16, 8192)}
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +35,7 @@ def runs():
     def get(name, n_frames=40, photons=None):
         key = (name, n_frames, photons)
         if key not in made:
-            shape = SHAPES[name]
+            shape = {**SHAPES, **OTHER_SHAPES}[name]
             area = shape[0] * shape[1] / 160000
             beam = Beam(photons_per_frame=(2300 if photons is None else photons) * area)
             made[key] = simulate_run(N_PEDESTAL, n_frames, seed=7,
@@ -407,6 +410,15 @@ def test_both_exchanges_in_one_process_are_the_frozen_finders(runs, monkeypatch)
     assert words._engine.spec.exchange_in_words and not rows._engine.spec.exchange_in_words
     for finder, ped in zip((words, rows), peds):
         assert_same(cpu, finder.find(run.frames, progress=False), ped_cpu, ped)
+
+
+@pytest.mark.gpu
+def test_a_wide_short_frame_is_the_frozen_finders(runs):
+    """16x8192 float32 frames, 3x3: refused before whole rows took over where equal shares
+    do not fit; found bit for bit as the frozen finder finds them, whichever cut it gets."""
+    cpu, gpu, ped_cpu, ped_gpu = both(runs("wide"), "float32", (3, 3), chunk_frames=16)
+    assert int(cpu["n_found"].sum()) > 0
+    assert_same(cpu, gpu, ped_cpu, ped_gpu)
 
 
 @pytest.mark.gpu
