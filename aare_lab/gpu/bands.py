@@ -76,10 +76,11 @@ def cut_bands(frame_shape: tuple[int, int], ry: int, max_bands: int, threads: in
     ny, nx = frame_shape
     count = max(1, min(max_bands, ny * nx))
     pixels = -(-ny * nx // count)
-    if words_pay(state_dtype, pixels_per_thread(pixels, threads)):
+    per_thread = pixels_per_thread(pixels, threads)
+    if words_pay(state_dtype, per_thread):
         # A share of ``pixels`` that starts at the end of a row spans a row more.
         rows = (pixels + nx - 2) // nx + 1
-        words = Bands(count, pixels, rows, pixels_per_thread(pixels, threads), True)
+        words = Bands(count, pixels, rows, per_thread, True)
         if fits is None or fits(words):
             return words
     count = max(1, min(max_bands, ny // ry))
