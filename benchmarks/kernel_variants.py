@@ -58,6 +58,9 @@ VARIANTS = {
                           ("send_value(&slot[band + p], v, f + 1);", "(void)slot;"),
                           ("for (int k = tid; k < above + below; k += T)",
                            "for (int k = tid; k < 0; k += T)")]),
+    "no edge windows": ("the window taps of warps with a pixel near the frame's edge (maximum: the "
+                        "pixel's own value, sum: 0)",
+                        [("if (0 <= y && y < ny) {", "if (false) {")]),
     "no cluster writes": ("writing the stored windows",
                           [("unsigned int pending = ballot;", "unsigned int pending = 0;")]),
     "one thread waits": ("nothing (flags only; with words, as shipped): thread 0 alone "

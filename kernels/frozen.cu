@@ -800,13 +800,18 @@ frozen_chunk(
 #pragma unroll
         for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
             const int p = k * T + tid;
+            const int i = (band + p) / nx, j = (band + p) % nx;
+            // The way a warp takes is the warp's, not each pixel's: a warp with one pixel
+            // near the frame's edge took both, and as every band has such warps (the bands
+            // at the frame's top and bottom little else), they set the pace of every band.
+            const bool warp_inside = __all_sync(0xffffffffu, p >= P
+                || (RY <= i && i < ny - RY && RX <= j && j < nx - RX));
             if (p < P) {
-                const int i = (band + p) / nx, j = (band + p) % nx;
                 const STATE_T vp = tile[band + p - tile_origin];
                 STATE_T tot = 0;
                 STATE_T m = vp;
-                if (RY <= i && i < ny - RY && RX <= j && j < nx - RX) {
-                    // Inside the frame: the same taps in the same order, unrolled.
+                if (warp_inside) {
+                    // The warp's windows inside the frame: every tap in raster order.
                     const STATE_T* corner = tile + (i - RY - t_lo) * nx + (j - RX);
 #pragma unroll
                     for (int a = 0; a < CLUSTER_NY; ++a)
@@ -817,12 +822,27 @@ frozen_chunk(
                             m = val > m ? val : m;
                         }
                 } else {
-                    for (int y = max(i - RY, 0); y <= min(i + RY, ny - 1); ++y) {
-                        const STATE_T* row = tile + (y - t_lo) * nx;
-                        for (int x = max(j - RX, 0); x <= min(j + RX, nx - 1); ++x) {
-                            const STATE_T val = row[x];
-                            tot += val;
-                            m = val > m ? val : m;
+                    // Near the frame's edge: the same taps, those outside the frame left
+                    // out (rows by a branch, columns by a select), so the rest are added in
+                    // raster order as window_taps adds them. A column outside the frame is
+                    // read from the row before or after, or from the memory in front of the
+                    // first tile or past the last (the engine allocates RX values there),
+                    // and never used: tot starts at +0 and so is never -0, so adding +0
+                    // leaves it as it is, bit for bit, and -inf never raises m.
+                    const STATE_T minus_inf = -(STATE_T)__int_as_float(0x7f800000);
+#pragma unroll 1
+                    for (int a = 0; a < CLUSTER_NY; ++a) {
+                        const int y = i - RY + a;
+                        if (0 <= y && y < ny) {
+                            const STATE_T* left = tile + (y - t_lo) * nx + (j - RX);
+#pragma unroll
+                            for (int c = 0; c < CLUSTER_NX; ++c) {
+                                const STATE_T val = left[c];
+                                const bool in = 0 <= j - RX + c && j - RX + c < nx;
+                                tot += in ? val : (STATE_T)0;
+                                const STATE_T tap = in ? val : minus_inf;
+                                m = tap > m ? tap : m;
+                            }
                         }
                     }
                 }

@@ -10,7 +10,9 @@ fails when the source's lines change. Every band of every case must:
 - be read back by every band it reads, so that two exchange slots suffice (a band runs at
   most one frame ahead of the bands it reads, kernels/README.md);
 - fit its tile into the rows the engine sizes the shared memory for (`Bands.tile_rows`);
-- with whole-row bands (flags), take its halo from the adjacent bands alone.
+- with whole-row bands (flags), take its halo from the adjacent bands alone;
+- read its windows (RX values past each row's ends included) within the shared memory the
+  engine allocates.
 
 That the GPU finds what the frozen finder finds with these cuts is `test_cuda.py`'s.
 """
@@ -49,6 +51,9 @@ KERNEL_LINES = [
     "const int sent_to_above = b > 0 ? (band - 1) / nx + RY : -1;",
     "const int sent_to_below = b < G - 1 ? band_end / nx - RY : ny;",
     "if (i <= sent_to_above || i >= sent_to_below)",
+    "STATE_T* tiles = (STATE_T*)(smem + SCAN_BYTES + WARP_STORE_BYTES + cm_bytes);",
+    "STATE_T* tile = tiles + (f & 1) * tile_px;",
+    "const STATE_T* left = tile + (y - t_lo) * nx + (j - RX);",
 ]
 
 
@@ -231,3 +236,51 @@ def test_the_engine_still_refuses_what_fits_no_cut(monkeypatch):
         configured(monkeypatch, (64, 64), "float64", (3, 3), chunk_frames=100_000)
     with pytest.raises(ValueError, match="too large for the cuda finder.*split the frame"):
         configured(monkeypatch, (64, 40000), "float64", (11, 11))
+
+
+def shared_read_errors(e):
+    """Where the windows of the engine ``e``'s bands read outside its shared memory: a
+    window near the frame's edge reads RX values before and after each of its rows (into
+    the row before or after, in front of the first tile, past the last)."""
+    from aare_lab.gpu.engine import SCAN_BYTES
+
+    ny, nx = e.frame_shape
+    ry, rx = e.cluster_size[0] // 2, e.cluster_size[1] // 2
+    size = e.state_dtype.itemsize
+    bands = SimpleNamespace(count=e.n_bands, words=e.spec.exchange_in_words)
+    tiles = SCAN_BYTES + e.spec.pixels_per_thread * 32 * 4   # no common-mode regions here
+    errors = []
+    for b in range(e.n_bands):
+        lo, hi = band_start(b, ny, nx, bands), band_start(b + 1, ny, nx, bands)
+        t_lo, t_hi = max(lo // nx - ry, 0), min((hi - 1) // nx + 1 + ry, ny)
+        tile_px = (t_hi - t_lo) * nx
+        first, end = tiles - rx * size, tiles + (2 * tile_px + rx) * size
+        if first < 0 or end > e.shared:
+            errors.append(f"band {b} reads bytes {first}..{end}, {e.shared} allocated")
+    return errors
+
+
+@pytest.mark.parametrize("shape, dtype, cluster_size",
+                         [((400, 400), "float32", (9, 9)), ((400, 400), "float64", (3, 3)),
+                          ((512, 1024), "float64", (9, 9)), ((257, 301), "float32", (11, 11)),
+                          ((16, 8192), "float32", (3, 3)), ((9, 5), "float64", (3, 5))])
+def test_windows_at_the_frame_edge_read_within_the_shared_memory(monkeypatch, shape, dtype,
+                                                                 cluster_size):
+    e = configured(monkeypatch, shape, dtype, cluster_size)
+    assert shared_read_errors(e) == []
+
+
+def test_the_read_check_fails_without_the_values_past_the_last_tile(monkeypatch):
+    from aare_lab.gpu import engine
+
+    original = engine.FrozenEngine._shared_bytes
+
+    def without_them(self, bands, ry):
+        total, tiles, cm_bytes = original(self, bands, ry)
+        past = self.cluster_size[1] // 2 * self.state_dtype.itemsize
+        return total - past, tiles - past, cm_bytes
+
+    monkeypatch.setattr(engine.FrozenEngine, "_shared_bytes", without_them)
+    # Bands of four whole rows fill the tiles (equal shares' bound has a row to spare).
+    e = configured(monkeypatch, (400, 400), "float64", (3, 3))
+    assert any("allocated" in error for error in shared_read_errors(e))

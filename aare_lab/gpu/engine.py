@@ -211,8 +211,12 @@ class FrozenEngine:
         """Shared memory per block for ``bands``: in all, for the two tiles, for the
         common-mode regions (the layout of ``smem`` in the source)."""
         nx = self.frame_shape[1]
-        # Two tiles of the band and its halo, one per frame parity (``tiles`` in the source).
-        tiles = 2 * bands.tile_rows(ry, self.frame_shape[0]) * nx * self.state_dtype.itemsize
+        # Two tiles of the band and its halo, one per frame parity (``tiles`` in the source),
+        # and RX values after them: the windows of a frame row's last pixels read that far
+        # past their row, and past the last tile (values never used, see the source).
+        rx = self.cluster_size[1] // 2
+        tiles = ((2 * bands.tile_rows(ry, self.frame_shape[0]) * nx + rx)
+                 * self.state_dtype.itemsize)
         # Per region the block's sums, counts and offsets (``cm_bytes`` in the source).
         cm_bytes = -(-self.n_regions * (16 + self.state_dtype.itemsize) // 16) * 16
         total = (SCAN_BYTES + bands.per_thread * 32 * 4 + cm_bytes
