@@ -6,7 +6,9 @@ accumulators: `window_rows` adds whole window rows for every pixel of an image r
 once (the same per-pixel order, vectorised across pixels), `window_taps` continues one
 pixel's sums tap by tap. `classify` then turns them into a branch code.
 
-Twin: ``kernels/frozen.cu`` mirrors ``classify`` and ``store_window`` line for line.
+Twin: ``kernels/frozen.cu`` mirrors ``classify`` and ``store_window`` line for line; its
+window sums near the frame's edge add the taps `window_taps` adds, in the same order, and
++0 for each tap outside (a sum that starts at +0 is never -0, so +0 leaves it unchanged).
 """
 
 import numpy as np
