@@ -822,13 +822,17 @@ frozen_chunk(
                             m = val > m ? val : m;
                         }
                 } else {
-                    // Near the frame's edge: the same taps, those outside the frame left
-                    // out (rows by a branch, columns by a select), so the rest are added in
-                    // raster order as window_taps adds them. A column outside the frame is
-                    // read from the row before or after, or from the memory in front of the
-                    // first tile or past the last (the engine allocates RX values there),
-                    // and never used: tot starts at +0 and so is never -0, so adding +0
-                    // leaves it as it is, bit for bit, and -inf never raises m.
+                    // A warp with a window across the frame's edge: the same taps, those
+                    // outside the frame left out (rows by a branch, columns by a select),
+                    // so the rest are added in raster order as window_taps adds them. A
+                    // column outside the frame is read from the row before or after, from
+                    // the store counts in front of tile 0, from the other tile, or from
+                    // the RX values the engine allocates past tile 1; other warps may be
+                    // writing some of those (the next frame's values, the store counts), so
+                    // a race checker reports them, but the value is never used: tot starts
+                    // at +0 and so is never -0, adding +0 leaves it as it is, bit for bit,
+                    // and -inf never raises m. (Clamping the column into the row, which
+                    // reads nothing else, was slower: results/edge_warp_clamped_20261202.patch.)
                     const STATE_T minus_inf = -(STATE_T)__int_as_float(0x7f800000);
 #pragma unroll 1
                     for (int a = 0; a < CLUSTER_NY; ++a) {

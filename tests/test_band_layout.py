@@ -11,8 +11,8 @@ fails when the source's lines change. Every band of every case must:
   most one frame ahead of the bands it reads, kernels/README.md);
 - fit its tile into the rows the engine sizes the shared memory for (`Bands.tile_rows`);
 - with whole-row bands (flags), take its halo from the adjacent bands alone;
-- read its windows (RX values past each row's ends included) within the shared memory the
-  engine allocates.
+- read its windows (RX values past the last tile's end included) within the shared memory
+  the engine allocates.
 
 That the GPU finds what the frozen finder finds with these cuts is `test_cuda.py`'s.
 """
@@ -239,9 +239,10 @@ def test_the_engine_still_refuses_what_fits_no_cut(monkeypatch):
 
 
 def shared_read_errors(e):
-    """Where the windows of the engine ``e``'s bands read outside its shared memory: a
-    window near the frame's edge reads RX values before and after each of its rows (into
-    the row before or after, in front of the first tile, past the last)."""
+    """Where the windows of the engine ``e``'s bands read past its shared memory: a window
+    near the frame's edge reads RX values after each of its rows, past the last tile's
+    end. (In front of the first tile lie at least the scan's 256 bytes, more than RX
+    values of any window.)"""
     from aare_lab.gpu.engine import SCAN_BYTES
 
     ny, nx = e.frame_shape
@@ -254,9 +255,9 @@ def shared_read_errors(e):
         lo, hi = band_start(b, ny, nx, bands), band_start(b + 1, ny, nx, bands)
         t_lo, t_hi = max(lo // nx - ry, 0), min((hi - 1) // nx + 1 + ry, ny)
         tile_px = (t_hi - t_lo) * nx
-        first, end = tiles - rx * size, tiles + (2 * tile_px + rx) * size
-        if first < 0 or end > e.shared:
-            errors.append(f"band {b} reads bytes {first}..{end}, {e.shared} allocated")
+        end = tiles + (2 * tile_px + rx) * size
+        if end > e.shared:
+            errors.append(f"band {b} reads up to byte {end}, {e.shared} allocated")
     return errors
 
 
