@@ -43,7 +43,13 @@ def band_start(b, ny, nx, bands):
     return ((b * ny) // bands.count) * nx
 
 
-#: The lines of ``kernels/frozen.cu`` that `band_start` and `layout_errors` restate.
+def tile_span(lo, hi, ny, nx, ry):
+    """The kernel's tile rows ``t_lo``, ``t_hi`` of the band of pixels ``lo..hi``."""
+    return max(lo // nx - ry, 0), min((hi - 1) // nx + 1 + ry, ny)
+
+
+#: The lines of ``kernels/frozen.cu`` that `band_start`, `tile_span`, `layout_errors` and
+#: `shared_read_errors` restate.
 KERNEL_LINES = [
     "return (int)(((long long)b * ny * FRAME_NX) / n_bands);",
     "return (int)(((long long)b * ny) / n_bands) * FRAME_NX;",
@@ -83,7 +89,7 @@ def layout_errors(ny, nx, ry, bands, send_margin=0, threads=1024):
                           f"{bands.per_thread} per thread")
             reads.append(set())
             continue
-        t_lo, t_hi = max(lo // nx - ry, 0), min((hi - 1) // nx + 1 + ry, ny)
+        t_lo, t_hi = tile_span(lo, hi, ny, nx, ry)
         if t_hi - t_lo > bands.tile_rows(ry, ny):
             errors.append(f"band {b}'s tile of {t_hi - t_lo} rows overflows "
                           f"{bands.tile_rows(ry, ny)}")
@@ -253,7 +259,7 @@ def shared_read_errors(e):
     errors = []
     for b in range(e.n_bands):
         lo, hi = band_start(b, ny, nx, bands), band_start(b + 1, ny, nx, bands)
-        t_lo, t_hi = max(lo // nx - ry, 0), min((hi - 1) // nx + 1 + ry, ny)
+        t_lo, t_hi = tile_span(lo, hi, ny, nx, ry)
         tile_px = (t_hi - t_lo) * nx
         end = tiles + (2 * tile_px + rx) * size
         if end > e.shared:
