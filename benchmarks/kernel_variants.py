@@ -8,8 +8,11 @@ in the same process. The differences to ``as shipped`` place the time inside the
 without hardware counters (METHOD.md). ``--baseline FILE`` also times the kernel of another
 source as it is, e.g. an earlier commit's (``git show HEAD:kernels/frozen.cu > FILE``), with
 the same finder and shared memory, so old and new are measured in one run; ``--threads``
-times each at several block sizes. Each compiled kernel's registers per thread and local
-memory (spills) are recorded beside its time. Results go to ``benchmarks/results/`` as JSON.
+times each at several block sizes, ``--edge-weights`` at several weights of the frame's top
+and bottom rows in the cut into bands. ``--path spectrum`` times ``finder.spectrum()`` from
+device memory (the slider's re-find) instead of the launches alone. Each compiled kernel's
+registers per thread and local memory (spills) are recorded beside its time. Results go to
+``benchmarks/results/`` as JSON.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import argparse
 import itertools
 import statistics
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -32,7 +36,7 @@ from gpu_pipeline import kernel_seconds  # noqa: E402
 from aare_lab import Pedestal  # noqa: E402
 from aare_lab.commands.options import frame_shape  # noqa: E402
 from aare_lab.finders import CudaFinder  # noqa: E402
-from aare_lab.gpu import cupy_or_raise, device_info  # noqa: E402
+from aare_lab.gpu import bands, cupy_or_raise, device_info  # noqa: E402
 from aare_lab.gpu.kernels import (  # noqa: E402
     DEFAULT_BLOCK_THREADS,
     ENTRY,
@@ -107,13 +111,26 @@ def compile_variant(cp, source: str, spec, extra=()):
     return module, module.get_function(ENTRY)
 
 
-def time_kernel(cp, finder, kernel, dev, repeats):
-    """`gpu_pipeline.kernel_seconds` with ``kernel`` in place of the finder's own."""
+def time_kernel(cp, finder, kernel, dev, repeats, path="kernel"):
+    """Seconds of ``path`` with ``kernel`` in place of the finder's own: ``kernel`` as
+    `gpu_pipeline.kernel_seconds`; ``spectrum`` the wall time of ``finder.spectrum(dev)``
+    (the slider's re-find, the finder's state restored before each run), one untimed run
+    first."""
     engine = finder._engine
     engine.kernel = kernel
     cp.cuda.driver.funcSetAttribute(
         kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, engine.shared)
-    return kernel_seconds(cp, finder, dev, repeats)
+    if path == "kernel":
+        return kernel_seconds(cp, finder, dev, repeats)
+    snap = finder.snapshot()
+    seconds = []
+    for _ in range(repeats + 1):
+        finder.restore(snap)
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        finder.spectrum(dev, progress=False)
+        seconds.append(time.perf_counter() - t0)
+    return seconds[1:]
 
 
 def main(argv=None):
@@ -133,6 +150,13 @@ def main(argv=None):
                         help="frame shape NYxNX (photons per frame scale with the area)")
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         help="the variants to time, comma-separated (default: all)")
+    parser.add_argument("--edge-weights", default=None,
+                        help="weights N/D of the frame's top and bottom rows in the cut into "
+                             "bands (aare_lab.gpu.bands.EDGE_ROW_WEIGHT), comma-separated; "
+                             "each is timed (default: the shipped weight)")
+    parser.add_argument("--path", choices=("kernel", "spectrum"), default="kernel",
+                        help="what to time: the kernel's launches alone (CUDA events), or "
+                             "finder.spectrum() from device memory (wall time)")
     parser.add_argument("--lineinfo", action="store_true",
                         help="compile with -lineinfo, so that a profiler maps samples to lines")
     args = parser.parse_args(argv)
@@ -140,6 +164,8 @@ def main(argv=None):
     unknown = sorted(set(chosen) - set(VARIANTS))
     if unknown:
         parser.error(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
+    weights = [bands.EDGE_ROW_WEIGHT] if args.edge_weights is None else [
+        tuple(int(v) for v in w.split("/")) for w in args.edge_weights.split(",")]
     cp = cupy_or_raise()
     ny, nx = args.shape
     sim = Simulator(Detector(frame_shape=(ny, nx)),
@@ -156,23 +182,25 @@ def main(argv=None):
               "git_commit": git_commit(), "gpu": device_info(),
               "parameters": {"frames": args.frames, "repeats": args.repeats,
                              "threads": args.threads, "chunk_frames": args.chunk_frames,
-                             "frame_shape": [ny, nx],
+                             "frame_shape": [ny, nx], "path": args.path,
                              "photons_per_frame": sim.beam.photons_per_frame},
               "cases": []}
     for dtype in args.dtypes.split(","):
         ped = Pedestal(unique.shape[1:], 1000, dtype)
         ped.push_dark(dark)
         for size in (parse_cluster_size(s) for s in args.sizes.split(",")):
-            for threads, chunk in itertools.product(
-                    (int(t) for t in args.threads.split(",")),
-                    [int(c) for c in args.chunk_frames.split(",")]):
+            for threads, chunk, weight in itertools.product(
+                    [int(t) for t in args.threads.split(",")],
+                    [int(c) for c in args.chunk_frames.split(",")], weights):
+                # The cut reads the module's weight when the finder is made.
+                bands.EDGE_ROW_WEIGHT = weight
                 finder = CudaFinder(ped.copy(), 5.0, size, chunk_frames=chunk,
                                     block_threads=threads)
                 finder._to_device()
                 spec = finder._engine.spec
                 for name, left_out, text in kernels:
                     line = (f"{dtype} {size[0]}x{size[1]} {threads:4d} threads {chunk:5d} "
-                            f"frames {name:24s}")
+                            f"frames {'%d/%d' % spec.edge_weight:>4s} {name:24s}")
                     if not fits_engine(text, spec):
                         print(f"{line} skipped: it sends words, the engine laid out rows",
                               flush=True)
@@ -181,13 +209,14 @@ def main(argv=None):
                                                      ["-lineinfo"] if args.lineinfo else [])
                     regs = cp.cuda.driver.funcGetAttribute(_ATTR_REGS, kernel.ptr)
                     local = cp.cuda.driver.funcGetAttribute(_ATTR_LOCAL_BYTES, kernel.ptr)
-                    seconds = time_kernel(cp, finder, kernel, dev, args.repeats)
+                    seconds = time_kernel(cp, finder, kernel, dev, args.repeats, args.path)
                     us = [s / args.frames * 1e6 for s in seconds]
                     record["cases"].append({
                         "pedestal_dtype": dtype, "cluster_size": f"{size[0]}x{size[1]}",
                         "block_threads": threads, "chunk_frames": chunk,
                         "bands": finder._engine.n_bands,
                         "pixels_per_thread": spec.pixels_per_thread,
+                        "edge_weight": list(spec.edge_weight),
                         "registers": regs, "local_bytes": local,
                         "variant": name, "left_out": left_out, "seconds": seconds,
                         "us_per_frame_best": min(us), "us_per_frame_median": statistics.median(us)})

@@ -33,10 +33,13 @@
 //                            their frame's number (send_value); 0 (or undefined): as rows,
 //                            then a flag per band (publish). The host chooses by what was
 //                            measured faster (aare_lab/gpu/kernels.py, KernelSpec)
+//   EDGE_WEIGHT_NUM, _DEN    with words, what a pixel of the RY rows at the frame's top and
+//                            bottom weighs in the cut into bands (band_start); 1 and 1 (or
+//                            undefined): every pixel the same
 //
 // Layout of one launch (cooperative, so every block is resident at once):
 // - Block b owns the pixels [band_start(b), band_start(b + 1)) in raster order, its "band",
-//   for the whole launch: whole rows with flags, equal shares of the frame with words.
+//   for the whole launch: whole rows with flags, equal shares of the frame's cost with words.
 //   Thread t holds the pedestal state of band pixels t, t + T, t + 2T, ... in registers
 //   from the first frame to the last, so no other thread ever reads it.
 // - Per frame the block computes the values v of its band from the frame-start state into
@@ -77,6 +80,10 @@
 #endif
 #ifndef EXCHANGE_IN_WORDS
 #define EXCHANGE_IN_WORDS 0
+#endif
+#ifndef EDGE_WEIGHT_NUM
+#define EDGE_WEIGHT_NUM 1
+#define EDGE_WEIGHT_DEN 1
 #endif
 
 #ifndef STATE_T
@@ -382,16 +389,27 @@ __device__ void grid_barrier(unsigned int* counter, unsigned int k)
     __syncthreads();
 }
 
-// The first pixel (raster order) of band b; its twin on the host is cut_bands
+// The first pixel (raster order) of band b; its twin on the host is band_start
 // (aare_lab/gpu/bands.py). With flags a band waits for its two neighbours
 // alone, so bands are whole rows, at least RY of them (the host cuts no more bands). With
 // words every value names its frame and any band may read it, so the frame is cut into
-// bands of equal pixels: a thread's second pixel costs most of a first, and rows would
-// leave some bands a third more pixels than others (kernels/README.md).
+// equal shares of its cost: a thread's second pixel costs most of a first, and rows would
+// leave some bands a third more pixels than others; a pixel of the RY rows at the frame's
+// top or bottom weighs EDGE_WEIGHT_NUM / EDGE_WEIGHT_DEN, as every warp there takes the
+// window taps' edge way, and the slowest band sets every band's pace (kernels/README.md).
 __device__ __forceinline__ int band_start(int b, int ny, int n_bands)
 {
 #if EXCHANGE_IN_WORDS
-    return (int)(((long long)b * ny * FRAME_NX) / n_bands);
+    const long long w = EDGE_WEIGHT_NUM, d = EDGE_WEIGHT_DEN;
+    const long long edge = (long long)RY * FRAME_NX, inner = (long long)(ny - 2 * RY) * FRAME_NX;
+    if (inner <= 0)
+        return (int)(((long long)b * ny * FRAME_NX) / n_bands);
+    const long long t = (long long)b * (2 * w * edge + d * inner) / n_bands;
+    if (t <= w * edge)
+        return (int)(t / w);
+    if (t <= w * edge + d * inner)
+        return (int)(edge + (t - w * edge) / d);
+    return (int)(edge + inner + (t - w * edge - d * inner) / w);
 #else
     return (int)(((long long)b * ny) / n_bands) * FRAME_NX;
 #endif
@@ -936,6 +954,15 @@ frozen_chunk(
 
     // Move this band's kept clusters to the compact output, in raster order per frame.
     int* band_first = (int*)tiles;               // [n_frames] rank of the frame's first cluster
+    // The spectrum is counted per block where the tiles' memory holds it after band_first,
+    // and added to the GPU's at the end: counted straight into global memory, the clusters
+    // in a peak's few bins wait for each other's atomics across the whole GPU.
+    unsigned int* band_hist = (unsigned int*)(band_first + n_frames);
+    const bool hist_shared = n_bins > 0 && (long long)(n_frames + n_bins) * 4
+        <= max(2LL * tile_px * (long long)sizeof(STATE_T), 4LL * n_frames);
+    if (hist_shared)
+        for (int i = tid; i < n_bins; i += T)
+            band_hist[i] = 0;
     {
         const int qf = (n_frames + T - 1) / T;
         const int f_lo = min(tid * qf, n_frames), f_hi = min(f_lo + qf, n_frames);
@@ -971,10 +998,19 @@ frozen_chunk(
         if (n_bins > 0) {
             const int bin = histogram_bin(energy, hist_edges, n_bins);
             if (bin >= 0) {
-                atomicAdd(&hist[bin], 1ull);
+                if (hist_shared)
+                    atomicAdd(&band_hist[bin], 1u);
+                else
+                    atomicAdd(&hist[bin], 1ull);
                 if (pixel_spectra)
                     atomicAdd(&pixel_hist[((long long)y * nx + x) * n_bins + bin], 1u);
             }
         }
+    }
+    if (hist_shared) {
+        __syncthreads();
+        for (int i = tid; i < n_bins; i += T)
+            if (band_hist[i])
+                atomicAdd(&hist[i], (unsigned long long)band_hist[i]);
     }
 }

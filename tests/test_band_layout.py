@@ -1,9 +1,10 @@
 """The cuda finder's cut of a frame into bands, checked on the CPU.
 
-`aare_lab.gpu.bands.cut_bands` is the host's cut; the kernel's arithmetic that works on it
-(``band_start``, ``sent_to_above``/``sent_to_below``, the tile rows ``t_lo``/``t_hi`` in
-``kernels/frozen.cu``) is restated here, and `test_the_restated_arithmetic_is_the_kernels`
-fails when the source's lines change. Every band of every case must:
+`aare_lab.gpu.bands.cut_bands` is the host's cut and `aare_lab.gpu.bands.band_start` places
+its bands; the kernel's arithmetic that works on it (``band_start``, ``sent_to_above``/
+``sent_to_below``, the tile rows ``t_lo``/``t_hi`` in ``kernels/frozen.cu``) is restated
+there and here, and `test_the_restated_arithmetic_is_the_kernels` fails when the source's
+lines change. Every band of every case must:
 
 - hold at least one pixel, and no more than its threads cover;
 - find each halo pixel its tile reads sent by the band that holds it;
@@ -26,7 +27,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from aare_lab.gpu.bands import Bands, cut_bands, pixels_per_thread
+from aare_lab.gpu.bands import EDGE_ROW_WEIGHT, Bands, cut_bands, pixels_per_thread
+from aare_lab.gpu.bands import band_start as host_band_start
 from aare_lab.gpu.kernels import SOURCE, kernel_dir
 
 FRAMES = [(400, 400), (512, 1024), (257, 301), (64, 64), (20, 7), (9, 5)]
@@ -36,11 +38,9 @@ H200_SHARED = 232448
 MAX_BANDS = [1, 2, 3, 7, 33, 100, 132, 264]
 
 
-def band_start(b, ny, nx, bands):
-    """The kernel's ``band_start``: equal shares of pixels with words, whole rows with flags."""
-    if bands.words:
-        return (b * ny * nx) // bands.count
-    return ((b * ny) // bands.count) * nx
+def band_start(b, ny, nx, bands, ry):
+    """The kernel's ``band_start``, which `aare_lab.gpu.bands.band_start` restates."""
+    return host_band_start(b, bands, (ny, nx), ry)
 
 
 def tile_span(lo, hi, ny, nx, ry):
@@ -51,7 +51,13 @@ def tile_span(lo, hi, ny, nx, ry):
 #: The lines of ``kernels/frozen.cu`` that `band_start`, `tile_span`, `layout_errors` and
 #: `shared_read_errors` restate.
 KERNEL_LINES = [
-    "return (int)(((long long)b * ny * FRAME_NX) / n_bands);",
+    "const long long w = EDGE_WEIGHT_NUM, d = EDGE_WEIGHT_DEN;",
+    "const long long edge = (long long)RY * FRAME_NX, inner = (long long)(ny - 2 * RY) * FRAME_NX;",
+    "if (inner <= 0)\n        return (int)(((long long)b * ny * FRAME_NX) / n_bands);",
+    "const long long t = (long long)b * (2 * w * edge + d * inner) / n_bands;",
+    "if (t <= w * edge)\n        return (int)(t / w);",
+    "if (t <= w * edge + d * inner)\n        return (int)(edge + (t - w * edge) / d);",
+    "return (int)(edge + inner + (t - w * edge - d * inner) / w);",
     "return (int)(((long long)b * ny) / n_bands) * FRAME_NX;",
     "const int t_lo = max(band / nx - RY, 0), t_hi = min((band_end - 1) / nx + 1 + RY, ny);",
     "const int sent_to_above = b > 0 ? (band - 1) / nx + RY : -1;",
@@ -72,7 +78,7 @@ def layout_errors(ny, nx, ry, bands, send_margin=0, threads=1024):
     """What is wrong with ``bands`` of a ``ny`` x ``nx`` frame for windows ``2 ry + 1`` high
     and blocks of ``threads`` (``send_margin`` rows fewer sent on each side, to show that
     the check can fail)."""
-    starts = [band_start(b, ny, nx, bands) for b in range(bands.count + 1)]
+    starts = [band_start(b, ny, nx, bands, ry) for b in range(bands.count + 1)]
     errors, holder, sent, reads = [], {}, set(), []
     for b in range(bands.count):
         lo, hi = starts[b], starts[b + 1]
@@ -121,20 +127,56 @@ def test_every_cut_sends_what_its_bands_read_and_fits_its_tiles(frame_shape):
 
 
 def test_thin_bands_with_words_are_cut_and_checked():
-    # MÖNCH 9x9 with float32 state: 132 equal shares of 1212 or 1213 pixels, three rows and
-    # a bit, fewer than the four a window reaches above and below: a tile takes rows of two
-    # bands on either side.
-    bands = cut_bands((400, 400), 4, 132, 1024, "float32")
-    assert bands == Bands(count=132, pixels=1213, rows=5, per_thread=2, words=True)
-    assert layout_errors(400, 400, 4, bands) == []
-    starts = [band_start(b, 400, 400, bands) for b in range(bands.count + 1)]
-    assert {hi - lo for lo, hi in itertools.pairwise(starts)} == {1212, 1213}
+    # MÖNCH 9x9 with float32 state: 132 shares of the frame's cost, about three rows each,
+    # fewer than the four a window reaches above and below: a tile takes rows of two bands
+    # on either side.
     ny, nx, ry = 400, 400, 4
+    bands = cut_bands((ny, nx), ry, 132, 1024, "float32")
+    assert (bands.count, bands.per_thread, bands.words) == (132, 2, True)
+    assert bands.edge_weight == EDGE_ROW_WEIGHT
+    assert layout_errors(ny, nx, ry, bands) == []
+    starts = [band_start(b, ny, nx, bands, ry) for b in range(bands.count + 1)]
+    sizes = [hi - lo for lo, hi in itertools.pairwise(starts)]
+    assert bands.pixels == max(sizes) and bands.rows == (max(sizes) + nx - 2) // nx + 1
+    # Equal shares of the cost: a pixel of the top and bottom four rows weighs w / d.
+    w, d = bands.edge_weight
+    edge_rows = {*range(ry), *range(ny - ry, ny)}
+    costs = [sum(w if g // nx in edge_rows else d for g in range(lo, hi))
+             for lo, hi in itertools.pairwise(starts)]
+    assert max(costs) - min(costs) <= 2 * w
+    if w > d:
+        assert sizes[0] < sizes[60] and sizes[-1] < sizes[60]
     lo, hi = starts[60], starts[61]
     t_lo, t_hi = lo // nx - ry, (hi - 1) // nx + 1 + ry
     holders = {b for b in range(bands.count) for g in (t_lo * nx, t_hi * nx - 1)
                if starts[b] <= g < starts[b + 1]}
     assert holders == {58, 62}
+
+
+@pytest.mark.parametrize("weight", [(1, 1), (3, 2), (2, 1), (3, 1), (7, 1)])
+def test_every_weight_of_the_edge_rows_cuts_a_valid_layout(monkeypatch, weight):
+    from aare_lab.gpu import bands as module
+
+    monkeypatch.setattr(module, "EDGE_ROW_WEIGHT", weight)
+    weighed = 0
+    for (ny, nx), ry, max_bands in itertools.product(FRAMES, (1, 2, 4), MAX_BANDS):
+        bands = cut_bands((ny, nx), ry, max_bands, 1024, "float32")
+        assert layout_errors(ny, nx, ry, bands) == [], ((ny, nx), ry, bands)
+        weighed += bands.edge_weight == weight
+    assert weighed > 0, "no cut took the weight"
+
+
+def test_a_weight_that_would_leave_a_band_empty_gives_way_to_equal_pixels(monkeypatch):
+    from aare_lab.gpu import bands as module
+
+    # 33 bands of a 9x5 frame, 3x3 windows: ten pixels in the top and bottom rows, which
+    # at weight 1000 would be all but a few bands' share.
+    monkeypatch.setattr(module, "EDGE_ROW_WEIGHT", (1000, 1))
+    heavy = Bands(33, 0, 0, 1, True, (1000, 1))
+    assert min(np.diff([band_start(b, 9, 5, heavy, 1) for b in range(34)])) == 0
+    cut = cut_bands((9, 5), 1, 33, 1024, "float32")
+    assert (cut.count, cut.words, cut.edge_weight, cut.pixels) == (33, True, (1, 1), 2)
+    assert layout_errors(9, 5, 1, cut) == []
 
 
 def test_flags_keep_whole_bands_at_least_ry_high():
@@ -161,12 +203,16 @@ def test_the_check_fails_for_whole_rows_thinner_than_ry_and_for_empty_bands():
     assert any("holds 0 pixels" in e for e in layout_errors(1, 5, 1, crowded))
 
 
-def test_a_tile_bound_one_row_short_fails():
-    # The odd frame's 132 shares of 587 pixels: some span three rows, the bound.
+def test_a_tile_bound_one_row_short_fails(monkeypatch):
+    from aare_lab.gpu import bands as module
+
+    # The odd frame's 132 equal shares of 587 pixels: some span three rows, the bound.
+    monkeypatch.setattr(module, "EDGE_ROW_WEIGHT", (1, 1))
     bands = cut_bands((257, 301), 4, 132, 1024, "float32")
     assert (bands.words, bands.rows) == (True, 3)
     assert layout_errors(257, 301, 4, bands) == []
-    short = Bands(bands.count, bands.pixels, bands.rows - 1, bands.per_thread, bands.words)
+    short = Bands(bands.count, bands.pixels, bands.rows - 1, bands.per_thread, bands.words,
+                  bands.edge_weight)
     assert any("overflows" in e for e in layout_errors(257, 301, 4, short))
 
 
@@ -221,7 +267,12 @@ def configured(monkeypatch, shape, dtype, cluster_size, chunk_frames=512, limit=
 
 def test_the_engine_cuts_equal_shares_where_words_pay(monkeypatch):
     e = configured(monkeypatch, (400, 400), "float32", (9, 9))
-    assert (e.n_bands, e.band_pixels, e.spec.exchange_in_words) == (132, 1213, True)
+    cut = cut_bands((400, 400), 4, 132, 1024, "float32")
+    assert (e.n_bands, e.band_pixels, e.spec.exchange_in_words) == (132, cut.pixels, True)
+    # The kernel cuts the bands the host sized its memory for.
+    assert e.spec.edge_weight == cut.edge_weight == EDGE_ROW_WEIGHT
+    assert {f"-DEDGE_WEIGHT_NUM={EDGE_ROW_WEIGHT[0]}",
+            f"-DEDGE_WEIGHT_DEN={EDGE_ROW_WEIGHT[1]}"} <= set(e.spec.defines())
     e = configured(monkeypatch, (400, 400), "float64", (9, 9))
     assert (e.n_bands, e.band_pixels, e.spec.exchange_in_words) == (100, 1600, False)
 
@@ -254,11 +305,12 @@ def shared_read_errors(e):
     ny, nx = e.frame_shape
     ry, rx = e.cluster_size[0] // 2, e.cluster_size[1] // 2
     size = e.state_dtype.itemsize
-    bands = SimpleNamespace(count=e.n_bands, words=e.spec.exchange_in_words)
+    bands = SimpleNamespace(count=e.n_bands, words=e.spec.exchange_in_words,
+                            edge_weight=e.spec.edge_weight)
     tiles = SCAN_BYTES + e.spec.pixels_per_thread * 32 * 4   # no common-mode regions here
     errors = []
     for b in range(e.n_bands):
-        lo, hi = band_start(b, ny, nx, bands), band_start(b + 1, ny, nx, bands)
+        lo, hi = band_start(b, ny, nx, bands, ry), band_start(b + 1, ny, nx, bands, ry)
         t_lo, t_hi = tile_span(lo, hi, ny, nx, ry)
         tile_px = (t_hi - t_lo) * nx
         end = tiles + (2 * tile_px + rx) * size

@@ -93,6 +93,27 @@ def test_cuda_equals_frozen(runs, shape, cluster_size, dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("weight", [(1, 1), (3, 2), (2, 1), (5, 2), (3, 1)])
+@pytest.mark.parametrize("cluster_size", [(3, 3), (9, 9)])
+def test_cuda_equals_frozen_for_every_weight_of_the_edge_rows(runs, monkeypatch, weight,
+                                                               cluster_size):
+    """How much the frame's top and bottom rows weigh in the cut into bands
+    (`aare_lab.gpu.bands.EDGE_ROW_WEIGHT`) moves pixels between blocks, never what is
+    found; the shipped weight is every other test's."""
+    from aare_lab.gpu import bands
+
+    monkeypatch.setattr(bands, "EDGE_ROW_WEIGHT", weight)
+    run = runs("moench")
+    ped_cpu, ped_gpu = trained(run, "float32"), trained(run, "float32")
+    cpu = FrozenFinder(ped_cpu, 5.0, cluster_size).find(run.frames, branch_maps=True,
+                                                         progress=False)
+    finder = CudaFinder(ped_gpu, 5.0, cluster_size, chunk_frames=16)
+    gpu = finder.find(run.frames, branch_maps=True, progress=False)
+    assert finder._engine.spec.edge_weight == weight
+    assert_same(cpu, gpu, ped_cpu, ped_gpu)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("shape", list(SHAPES))
 @pytest.mark.parametrize("dtype, cluster_size", [("float32", (3, 3)), ("float64", (9, 9))])
 @pytest.mark.parametrize("threads", [256, 512])
@@ -243,14 +264,16 @@ def test_device_resident_frames_and_snapshots(runs):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("per_pixel", [False, True])
-def test_device_spectrum_equals_the_histogram_of_the_clusters(runs, per_pixel):
+@pytest.mark.parametrize(("per_pixel", "bins"), [(False, 150), (True, 150), (False, 40000)])
+def test_device_spectrum_equals_the_histogram_of_the_clusters(runs, per_pixel, bins):
+    """150 bins are counted per block in shared memory; 40 000 fit into no band's tiles
+    (which hold 4 000 to 5 000 counts on an H200) and go straight to global memory."""
     run = runs("moench", 40)
     ped_a, ped_b = trained(run), trained(run)
     clusters = CudaFinder(ped_a, 5.0, 3).find(run.frames, progress=False)
     spec = CudaFinder(ped_b, 5.0, 3, chunk_frames=16).spectrum(
-        run.frames, bins=150, range=(-100.0, 1400.0), per_pixel=per_pixel, progress=False)
-    host = spectrum(clusters, bins=150, range=(-100.0, 1400.0))
+        run.frames, bins=bins, range=(-100.0, 1400.0), per_pixel=per_pixel, progress=False)
+    host = spectrum(clusters, bins=bins, range=(-100.0, 1400.0))
     np.testing.assert_array_equal(spec["counts"].to_numpy(), host.to_numpy())
     np.testing.assert_array_equal(spec["energy_lo"].to_numpy(), host["energy_lo"].to_numpy())
     assert spec["counts"].sum() > 10000
@@ -261,10 +284,10 @@ def test_device_spectrum_equals_the_histogram_of_the_clusters(runs, per_pixel):
         energy = clusters["energy"].to_numpy()
         edges = host["energy_lo"].to_numpy().tolist() + [1400.0]
         inside = (energy >= -100.0) & (energy <= 1400.0)
-        bins = np.clip(np.searchsorted(edges, energy[inside], side="right") - 1, 0, 149)
-        expected = np.zeros((400, 400, 150), np.int64)
+        index = np.clip(np.searchsorted(edges, energy[inside], side="right") - 1, 0, bins - 1)
+        expected = np.zeros((400, 400, bins), np.int64)
         np.add.at(expected, (clusters["y"].to_numpy()[inside], clusters["x"].to_numpy()[inside],
-                             bins), 1)
+                             index), 1)
         np.testing.assert_array_equal(spec["pixel_counts"].to_numpy(), expected)
     else:
         assert "pixel_counts" not in spec

@@ -201,7 +201,7 @@ class FrozenEngine:
                                    tuple(self.cluster_size), per_thread, nx, self.threads,
                                    common_mode=self.labels is not None,
                                    gain_switching=self.calibration is not None,
-                                   exchange_in_words=words)
+                                   exchange_in_words=words, edge_weight=bands.edge_weight)
             self.kernel = load_kernel(self.spec)
             cp.cuda.driver.funcSetAttribute(
                 self.kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
