@@ -5,16 +5,16 @@ the rows other bands read through global memory (``kernels/frozen.cu``, "Layout 
 launch"). How the frame is cut depends on how those rows travel:
 
 - in words that carry their frame (``EXCHANGE_IN_WORDS``), any band may read any other, so
-  the frame is cut into equal shares of its pixels, bands thinner than the window's
-  half-height included: no band has a third more pixels than another, and frames with
-  large windows get as many bands as blocks;
+  the frame is cut into equal shares of its cost (below), bands thinner than the window's
+  half-height included: no band has a third more pixels than another for rows' sake, and
+  frames with large windows get as many bands as blocks;
 - as rows behind a flag, a band waits for its two neighbours alone, so bands are whole rows
   and at least the window's half-height ``ry`` high.
 
-Equal shares are of the frame's cost, not of its pixels: a pixel in the ``ry`` rows at the
-frame's top or bottom weighs `EDGE_ROW_WEIGHT` (its window crosses the frame's edge, and
-the warps there take the slower way through the window taps), and as every band waits for
-the bands it reads, the slowest sets the pace of all.
+The cost: a pixel in the ``ry`` rows at the frame's top or bottom weighs `EDGE_ROW_WEIGHT`
+against one inside (its window crosses the frame's edge, and the warps there take the
+slower way through the window taps); as every band waits for the bands it reads, the
+slowest sets the pace of all (kernels/README.md, 2026-12-03: 6 % at MÖNCH 9x9).
 
 `cut_bands` makes that choice and `band_start` places the bands; the kernel's
 ``band_start`` is their twin on the device.
@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from .kernels import words_pay
 
 #: What a pixel of the ``ry`` rows at the frame's top or bottom costs against one inside,
-#: as (numerator, denominator), where bands are equal shares (words).
+#: as (numerator, denominator), where bands are equal shares (words); 3/2 to 3 measured
+#: within 1 % of each other (benchmarks/results/kernel_variants_20261203T090923.json).
 EDGE_ROW_WEIGHT = (2, 1)
 
 

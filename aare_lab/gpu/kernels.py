@@ -73,7 +73,7 @@ class KernelSpec:
     common_mode: bool = False
     gain_switching: bool = False
     #: Whether edge rows travel between bands in 8-byte words that carry their frame's
-    #: number (``EXCHANGE_IN_WORDS``; bands then are equal shares of the frame's pixels)
+    #: number (``EXCHANGE_IN_WORDS``; bands then are equal shares of the frame's cost)
     #: rather than as rows followed by a flag (bands of whole rows). None (the default)
     #: chooses where words were measured faster, `words_pay`
     #: (``benchmarks/results/kernel_variants_20261202T104847.json``, ``…105037``). A field,
