@@ -21,7 +21,6 @@ import argparse
 import itertools
 import statistics
 import sys
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -31,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from cpu_finders import git_commit, write_record  # noqa: E402
-from gpu_pipeline import kernel_seconds  # noqa: E402
+from gpu_pipeline import kernel_seconds, repeat  # noqa: E402
 
 from aare_lab import Pedestal  # noqa: E402
 from aare_lab.commands.options import frame_shape  # noqa: E402
@@ -114,8 +113,8 @@ def compile_variant(cp, source: str, spec, extra=()):
 def time_kernel(cp, finder, kernel, dev, repeats, path="kernel"):
     """Seconds of ``path`` with ``kernel`` in place of the finder's own: ``kernel`` as
     `gpu_pipeline.kernel_seconds`; ``spectrum`` the wall time of ``finder.spectrum(dev)``
-    (the slider's re-find, the finder's state restored before each run), one untimed run
-    first."""
+    (the slider's re-find, the finder's state restored before each run) as
+    `gpu_pipeline.repeat` times it."""
     engine = finder._engine
     engine.kernel = kernel
     cp.cuda.driver.funcSetAttribute(
@@ -123,14 +122,8 @@ def time_kernel(cp, finder, kernel, dev, repeats, path="kernel"):
     if path == "kernel":
         return kernel_seconds(cp, finder, dev, repeats)
     snap = finder.snapshot()
-    seconds = []
-    for _ in range(repeats + 1):
-        finder.restore(snap)
-        cp.cuda.Device().synchronize()
-        t0 = time.perf_counter()
-        finder.spectrum(dev, progress=False)
-        seconds.append(time.perf_counter() - t0)
-    return seconds[1:]
+    return repeat(cp, lambda: finder.spectrum(dev, progress=False), repeats,
+                  lambda: finder.restore(snap))["seconds"]
 
 
 def main(argv=None):

@@ -958,8 +958,8 @@ frozen_chunk(
     // and added to the GPU's at the end: counted straight into global memory, the clusters
     // in a peak's few bins wait for each other's atomics across the whole GPU.
     unsigned int* band_hist = (unsigned int*)(band_first + n_frames);
-    const bool hist_shared = n_bins > 0 && (long long)(n_frames + n_bins) * 4
-        <= max(2LL * tile_px * (long long)sizeof(STATE_T), 4LL * n_frames);
+    const bool hist_shared = n_bins > 0
+        && (long long)(n_frames + n_bins) * 4 <= 2LL * tile_px * (long long)sizeof(STATE_T);
     if (hist_shared)
         for (int i = tid; i < n_bins; i += T)
             band_hist[i] = 0;
