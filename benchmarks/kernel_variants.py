@@ -8,8 +8,7 @@ in the same process. The differences to ``as shipped`` place the time inside the
 without hardware counters (METHOD.md). ``--baseline FILE`` also times the kernel of another
 source as it is, e.g. an earlier commit's (``git show HEAD:kernels/frozen.cu > FILE``), with
 the same finder and shared memory, so old and new are measured in one run; ``--threads``
-times each at several block sizes, ``--edge-weights`` at several weights of the frame's top
-and bottom rows in the cut into bands. ``--path spectrum`` times ``finder.spectrum()`` from
+times each at several block sizes. ``--path spectrum`` times ``finder.spectrum()`` from
 device memory (the slider's re-find) instead of the launches alone. Each compiled kernel's
 registers per thread and local memory (spills) are recorded beside its time. Results go to
 ``benchmarks/results/`` as JSON.
@@ -35,7 +34,7 @@ from gpu_pipeline import kernel_seconds, repeat  # noqa: E402
 from aare_lab import Pedestal  # noqa: E402
 from aare_lab.commands.options import frame_shape  # noqa: E402
 from aare_lab.finders import CudaFinder  # noqa: E402
-from aare_lab.gpu import bands, cupy_or_raise, device_info  # noqa: E402
+from aare_lab.gpu import cupy_or_raise, device_info  # noqa: E402
 from aare_lab.gpu.kernels import (  # noqa: E402
     DEFAULT_BLOCK_THREADS,
     ENTRY,
@@ -61,9 +60,6 @@ VARIANTS = {
                           ("send_value(&slot[band + p], v, f + 1);", "(void)slot;"),
                           ("for (int k = tid; k < above + below; k += T)",
                            "for (int k = tid; k < 0; k += T)")]),
-    "no edge windows": ("the window taps of warps with a pixel near the frame's edge (maximum: the "
-                        "pixel's own value, sum: 0)",
-                        [("if (0 <= y && y < ny) {", "if (false) {")]),
     "no cluster writes": ("writing the stored windows",
                           [("unsigned int pending = ballot;", "unsigned int pending = 0;")]),
     "one thread waits": ("nothing (flags only; with words, as shipped): thread 0 alone "
@@ -143,10 +139,6 @@ def main(argv=None):
                         help="frame shape NYxNX (photons per frame scale with the area)")
     parser.add_argument("--variants", default=",".join(VARIANTS),
                         help="the variants to time, comma-separated (default: all)")
-    parser.add_argument("--edge-weights", default=None,
-                        help="weights N/D of the frame's top and bottom rows in the cut into "
-                             "bands (aare_lab.gpu.bands.EDGE_ROW_WEIGHT), comma-separated; "
-                             "each is timed (default: the shipped weight)")
     parser.add_argument("--path", choices=("kernel", "spectrum"), default="kernel",
                         help="what to time: the kernel's launches alone (CUDA events), or "
                              "finder.spectrum() from device memory (wall time)")
@@ -157,8 +149,6 @@ def main(argv=None):
     unknown = sorted(set(chosen) - set(VARIANTS))
     if unknown:
         parser.error(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
-    weights = [bands.EDGE_ROW_WEIGHT] if args.edge_weights is None else [
-        tuple(int(v) for v in w.split("/")) for w in args.edge_weights.split(",")]
     cp = cupy_or_raise()
     ny, nx = args.shape
     sim = Simulator(Detector(frame_shape=(ny, nx)),
@@ -182,18 +172,16 @@ def main(argv=None):
         ped = Pedestal(unique.shape[1:], 1000, dtype)
         ped.push_dark(dark)
         for size in (parse_cluster_size(s) for s in args.sizes.split(",")):
-            for threads, chunk, weight in itertools.product(
+            for threads, chunk in itertools.product(
                     [int(t) for t in args.threads.split(",")],
-                    [int(c) for c in args.chunk_frames.split(",")], weights):
-                # The cut reads the module's weight when the finder is made.
-                bands.EDGE_ROW_WEIGHT = weight
+                    [int(c) for c in args.chunk_frames.split(",")]):
                 finder = CudaFinder(ped.copy(), 5.0, size, chunk_frames=chunk,
                                     block_threads=threads)
                 finder._to_device()
                 spec = finder._engine.spec
                 for name, left_out, text in kernels:
                     line = (f"{dtype} {size[0]}x{size[1]} {threads:4d} threads {chunk:5d} "
-                            f"frames {'%d/%d' % spec.edge_weight:>4s} {name:24s}")
+                            f"frames {name:24s}")
                     if not fits_engine(text, spec):
                         print(f"{line} skipped: it sends words, the engine laid out rows",
                               flush=True)
@@ -209,7 +197,6 @@ def main(argv=None):
                         "block_threads": threads, "chunk_frames": chunk,
                         "bands": finder._engine.n_bands,
                         "pixels_per_thread": spec.pixels_per_thread,
-                        "edge_weight": list(spec.edge_weight),
                         "registers": regs, "local_bytes": local,
                         "variant": name, "left_out": left_out, "seconds": seconds,
                         "us_per_frame_best": min(us), "us_per_frame_median": statistics.median(us)})

@@ -33,17 +33,15 @@
 //                            their frame's number (send_value); 0 (or undefined): as rows,
 //                            then a flag per band (publish). The host chooses by what was
 //                            measured faster (aare_lab/gpu/kernels.py, KernelSpec)
-//   EDGE_WEIGHT_NUM, _DEN    with words, what a pixel of the RY rows at the frame's top and
-//                            bottom weighs in the cut into bands (band_start); 1 and 1 (or
-//                            undefined): every pixel the same
 //
 // Layout of one launch (cooperative, so every block is resident at once):
 // - Block b owns the pixels [band_start(b), band_start(b + 1)) in raster order, its "band",
-//   for the whole launch: whole rows with flags, equal shares of the frame's cost with words.
+//   for the whole launch: whole rows with flags, equal shares of the frame's pixels with words.
 //   Thread t holds the pedestal state of band pixels t, t + T, t + 2T, ... in registers
 //   from the first frame to the last, so no other thread ever reads it.
 // - Per frame the block computes the values v of its band from the frame-start state into
-//   one of two tiles in shared memory (by frame parity) and sends the rows that other bands
+//   one of two tiles in shared memory (by frame parity; rows TILE_NX apart, the gaps and
+//   the rows outside the frame zeroed once per launch) and sends the rows that other bands
 //   read (within RY rows of them) to a two-slot exchange buffer, then receives the rows
 //   within RY of its own from the bands that hold them. So every read of a frame sees the
 //   frame-start state, and no thread reads what another thread of the same frame has
@@ -81,10 +79,6 @@
 #ifndef EXCHANGE_IN_WORDS
 #define EXCHANGE_IN_WORDS 0
 #endif
-#ifndef EDGE_WEIGHT_NUM
-#define EDGE_WEIGHT_NUM 1
-#define EDGE_WEIGHT_DEN 1
-#endif
 
 #ifndef STATE_T
 #error "STATE_T, WINDOW_T, ROUND_WINDOW, CLUSTER_NY, CLUSTER_NX, PIXELS_PER_THREAD, FRAME_NX, MAX_THREADS: see above"
@@ -97,6 +91,11 @@
 #define SCAN_BYTES 256   // shared memory of the block scan (33 ints), rounded up
 #define FLAG_STRIDE 32   // one 128-byte line per band's flag: no false sharing while polling
 #define WARP_STORE_BYTES (PIXELS_PER_THREAD * 32 * 4)
+// A tile row holds a frame row and RX zeros after it (before the next row), and a tile's
+// rows outside the frame hold zeros, so that every window takes the same unrolled taps,
+// those outside the frame reading zeros. Why zeros leave every decision as the frozen
+// finder's, which leaves those taps out: see tile_index.
+#define TILE_NX (FRAME_NX + RX)
 
 typedef unsigned short u16;
 typedef unsigned char u8;
@@ -337,6 +336,23 @@ __device__ __forceinline__ int histogram_bin(double e, const double* edges, int 
     return i;
 }
 
+// Where frame pixel g lies in a tile of rows [t_lo, t_hi) (row g / nx, RX zeros in front
+// of each row). A window reads zeros where its taps lie outside the frame: in the gaps
+// between rows, and in the tile's rows above the frame's first or below its last. The
+// frozen finder leaves those taps out of the window's sum and maximum
+// (_decision.window_rows); zeros give the same decision, bit for bit:
+// - the sum starts at +0 and so is never -0 (x + -x is +0), and adding +0 leaves it as it is;
+// - a zero raises the maximum m only where every tap inside is below zero, v(p) among them.
+//   Then classify answers the same with either m: v(p) < -thr is NEG_SKIP for both; else
+//   -thr <= v(p) < 0, so thr > 0 and neither m exceeds it, and Test 3's sum, below zero,
+//   never exceeds c3 * thr, c3 = sqrt(cy * cx) being positive: QUIET_UPDATE for both (a NaN
+//   thr fails every test for both). tests/test_decision.py checks the argument on the CPU.
+__device__ __forceinline__ int tile_index(int g, int t_lo)
+{
+    const int i = g / FRAME_NX;
+    return g + (i + 1) * RX - t_lo * TILE_NX;
+}
+
 // ---------------------------------------------------------------- synchronisation
 
 // Exclusive scan of one int per thread; blockDim.x is a multiple of 32. `sums` holds 33
@@ -393,23 +409,13 @@ __device__ void grid_barrier(unsigned int* counter, unsigned int k)
 // (aare_lab/gpu/bands.py). With flags a band waits for its two neighbours
 // alone, so bands are whole rows, at least RY of them (the host cuts no more bands). With
 // words every value names its frame and any band may read it, so the frame is cut into
-// equal shares of its cost: a thread's second pixel costs most of a first, and rows would
-// leave some bands a third more pixels than others; a pixel of the RY rows at the frame's
-// top or bottom weighs EDGE_WEIGHT_NUM / EDGE_WEIGHT_DEN, as every warp there takes the
-// window taps' edge way, and the slowest band sets every band's pace (kernels/README.md).
+// bands of equal pixels: a thread's second pixel costs most of a first, and rows would
+// leave some bands a third more pixels than others; every pixel costs the same, the
+// windows at the frame's edge reading zeros in the tiles (kernels/README.md).
 __device__ __forceinline__ int band_start(int b, int ny, int n_bands)
 {
 #if EXCHANGE_IN_WORDS
-    const long long w = EDGE_WEIGHT_NUM, d = EDGE_WEIGHT_DEN;
-    const long long edge = (long long)RY * FRAME_NX, inner = (long long)(ny - 2 * RY) * FRAME_NX;
-    if (inner <= 0)
-        return (int)(((long long)b * ny * FRAME_NX) / n_bands);
-    const long long t = (long long)b * (2 * w * edge + d * inner) / n_bands;
-    if (t <= w * edge)
-        return (int)(t / w);
-    if (t <= w * edge + d * inner)
-        return (int)(edge + (t - w * edge) / d);
-    return (int)(edge + inner + (t - w * edge - d * inner) / w);
+    return (int)(((long long)b * ny * FRAME_NX) / n_bands);
 #else
     return (int)(((long long)b * ny) / n_bands) * FRAME_NX;
 #endif
@@ -517,10 +523,12 @@ frozen_chunk(
     const int band = band_start(b, ny, G), band_end = band_start(b + 1, ny, G);
     const int P = band_end - band;                               // band pixels
     const int rounds = (P + T - 1) / T;      // pixel k of a thread: p = k * T + tid
-    const int t_lo = max(band / nx - RY, 0), t_hi = min((band_end - 1) / nx + 1 + RY, ny);
-    const int tile_origin = t_lo * nx;                           // tile rows [t_lo, t_hi)
+    const int t_lo = band / nx - RY, t_hi = (band_end - 1) / nx + 1 + RY;
     const long long frame_px = (long long)ny * nx;
-    const int tile_px = (t_hi - t_lo) * nx;
+    // Tile rows [t_lo, t_hi), RX zeros before each and after the last (TILE_NX); the
+    // frame's rows among them, which the band and its halo fill.
+    const int tile_size = (t_hi - t_lo) * TILE_NX + RX;
+    const int halo_lo = max(t_lo, 0) * nx, halo_hi = min(t_hi, ny) * nx;
     // Rows other bands read: up to RY below the band before's last row, and from RY above
     // the band after's first row (with whole-row bands, the first and last RY rows).
     const int sent_to_above = b > 0 ? (band - 1) / nx + RY : -1;
@@ -562,7 +570,7 @@ frozen_chunk(
     int region_used = 0;
     unsigned int stores = 0;
     auto write_stores = [&](int fs) {
-        const STATE_T* tile = tiles + (fs & 1) * tile_px;
+        const STATE_T* tile = tiles + (fs & 1) * tile_size;
         int band_stores = 0;
 #pragma unroll
         for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
@@ -596,11 +604,10 @@ frozen_chunk(
                 const int i = g / nx, j = g % nx;
                 const long long r = (long long)b * region_cap + rank;
                 WINDOW_T* w = region_win + r * WINDOW_SIZE;
-                for (int tap = lane; tap < WINDOW_SIZE; tap += 32) {
-                    const int yy = i - RY + tap / CLUSTER_NX, xx = j - RX + tap % CLUSTER_NX;
-                    w[tap] = (0 <= yy && yy < ny && 0 <= xx && xx < nx)
-                        ? stored_value(tile[(yy - t_lo) * nx + xx]) : (WINDOW_T)0;
-                }
+                // Taps outside the frame read zeros, stored as 0 (_decision.store_window).
+                const STATE_T* corner = tile + (i - RY - t_lo) * TILE_NX + j;
+                for (int tap = lane; tap < WINDOW_SIZE; tap += 32)
+                    w[tap] = stored_value(corner[(tap / CLUSTER_NX) * TILE_NX + tap % CLUSTER_NX]);
                 if (lane == 0) {
                     region_pos[3 * r] = i;
                     region_pos[3 * r + 1] = j;
@@ -614,14 +621,17 @@ frozen_chunk(
         region_used += band_stores;
     };
 
+    // The zeros of the tiles' gaps and rows outside the frame, never written in the launch.
+    for (int k = tid; k < 2 * tile_size; k += T)
+        tiles[k] = 0;
 #if COMMON_MODE
     // Each pass leaves the block's sums zeroed behind it: only the first frame's start here.
     for (int r = tid; r < n_regions; r += T) {
         cm_sums[r] = 0;
         cm_counts[r] = 0;
     }
-    __syncthreads();
 #endif
+    __syncthreads();
 
     // Two block barriers per frame (and those of the common-mode estimate): one after the
     // values (with flags, before the band publishes them), one after the halo is received.
@@ -635,7 +645,7 @@ frozen_chunk(
     //   cm_*          the estimate's own barriers, each grid barrier a block barrier first
     for (int f = 0; f < n_frames; ++f) {
         exchange_t* slot = exchange + (f & 1) * frame_px;
-        STATE_T* tile = tiles + (f & 1) * tile_px;
+        STATE_T* tile = tiles + (f & 1) * tile_size;
         const long long map = map_slot[f];
 
         // The frame-start state's quotients and thresholds, once per pixel and frame: s / N
@@ -746,7 +756,7 @@ frozen_chunk(
 #else
                 const STATE_T v = v_adu;
 #endif
-                tile[band + p - tile_origin] = v;
+                tile[tile_index(band + p, t_lo)] = v;
                 if (i <= sent_to_above || i >= sent_to_below)
 #if EXCHANGE_IN_WORDS
                     send_value(&slot[band + p], v, f + 1);
@@ -795,13 +805,13 @@ frozen_chunk(
             if (b < G - 1)
                 await(&sync[(b + 1) * FLAG_STRIDE], f + 1);
 #endif
-            const int above = band - tile_origin, below = t_hi * nx - band_end;
+            const int above = band - halo_lo, below = halo_hi - band_end;
             for (int k = tid; k < above + below; k += T) {
-                const int idx = k < above ? tile_origin + k : band_end + (k - above);
+                const int idx = k < above ? halo_lo + k : band_end + (k - above);
 #if EXCHANGE_IN_WORDS
-                receive_value(&slot[idx], f + 1, tile[idx - tile_origin]);
+                receive_value(&slot[idx], f + 1, tile[tile_index(idx, t_lo)]);
 #else
-                tile[idx - tile_origin] = __ldcg(&slot[idx]);
+                tile[tile_index(idx, t_lo)] = __ldcg(&slot[idx]);
 #endif
             }
         }
@@ -819,55 +829,22 @@ frozen_chunk(
         for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
             const int p = k * T + tid;
             const int i = (band + p) / nx, j = (band + p) % nx;
-            // The way a warp takes is the warp's, not each pixel's: a warp with one pixel
-            // near the frame's edge took both, and as every band has such warps (the bands
-            // at the frame's top and bottom little else), they set the pace of every band.
-            const bool warp_inside = __all_sync(0xffffffffu, p >= P
-                || (RY <= i && i < ny - RY && RX <= j && j < nx - RX));
             if (p < P) {
-                const STATE_T vp = tile[band + p - tile_origin];
+                const STATE_T vp = tile[tile_index(band + p, t_lo)];
                 STATE_T tot = 0;
                 STATE_T m = vp;
-                if (warp_inside) {
-                    // The warp's windows inside the frame: every tap in raster order.
-                    const STATE_T* corner = tile + (i - RY - t_lo) * nx + (j - RX);
+                // Every tap in raster order, as window_taps adds them, the same unrolled way
+                // for every pixel: a warp with two ways would take both, and every band
+                // would wait for its slowest warp (kernels/README.md, "Tiles with zeros").
+                const STATE_T* corner = tile + (i - RY - t_lo) * TILE_NX + j;
 #pragma unroll
-                    for (int a = 0; a < CLUSTER_NY; ++a)
+                for (int a = 0; a < CLUSTER_NY; ++a)
 #pragma unroll
-                        for (int c = 0; c < CLUSTER_NX; ++c) {
-                            const STATE_T val = corner[a * nx + c];
-                            tot += val;
-                            m = val > m ? val : m;
-                        }
-                } else {
-                    // A warp with a window across the frame's edge: the same taps, those
-                    // outside the frame left out (rows by a branch, columns by a select),
-                    // so the rest are added in raster order as window_taps adds them. A
-                    // column outside the frame is read from the row before or after, from
-                    // the store counts in front of tile 0, from the other tile, or from
-                    // the RX values the engine allocates past tile 1; other warps may be
-                    // writing some of those (the next frame's values, the store counts), so
-                    // a race checker reports them, but the value is never used: tot starts
-                    // at +0 and so is never -0, adding +0 leaves it as it is, bit for bit,
-                    // and -inf never raises m. (Clamping the column into the row, which
-                    // reads nothing else, was slower: results/edge_warp_clamped_20261202.patch.)
-                    const STATE_T minus_inf = -(STATE_T)__int_as_float(0x7f800000);
-#pragma unroll 1
-                    for (int a = 0; a < CLUSTER_NY; ++a) {
-                        const int y = i - RY + a;
-                        if (0 <= y && y < ny) {
-                            const STATE_T* left = tile + (y - t_lo) * nx + (j - RX);
-#pragma unroll
-                            for (int c = 0; c < CLUSTER_NX; ++c) {
-                                const STATE_T val = left[c];
-                                const bool in = 0 <= j - RX + c && j - RX + c < nx;
-                                tot += in ? val : (STATE_T)0;
-                                const STATE_T tap = in ? val : minus_inf;
-                                m = tap > m ? tap : m;
-                            }
-                        }
+                    for (int c = 0; c < CLUSTER_NX; ++c) {
+                        const STATE_T val = corner[a * TILE_NX + c];
+                        tot += val;
+                        m = val > m ? val : m;
                     }
-                }
 #if GAIN_SWITCHING
                 const STATE_T thr = kev_threshold(thr_r[k], cal_gain, band + p);
                 const int code = gated(classify(vp, thr, m, tot, c3), status[k]);
@@ -959,7 +936,8 @@ frozen_chunk(
     // in a peak's few bins wait for each other's atomics across the whole GPU.
     unsigned int* band_hist = (unsigned int*)(band_first + n_frames);
     const bool hist_shared = n_bins > 0
-        && (long long)(n_frames + n_bins) * 4 <= 2LL * tile_px * (long long)sizeof(STATE_T);
+        && (long long)(n_frames + n_bins) * 4
+               <= 2LL * tile_size * (long long)sizeof(STATE_T);
     if (hist_shared)
         for (int i = tid; i < n_bins; i += T)
             band_hist[i] = 0;

@@ -1,10 +1,10 @@
 """The cuda finder's cut of a frame into bands, checked on the CPU.
 
-`aare_lab.gpu.bands.cut_bands` is the host's cut and `aare_lab.gpu.bands.band_start` places
-its bands; the kernel's arithmetic that works on it (``band_start``, ``sent_to_above``/
-``sent_to_below``, the tile rows ``t_lo``/``t_hi`` in ``kernels/frozen.cu``) is restated
-there and here, and `test_the_restated_arithmetic_is_the_kernels` fails when the source's
-lines change. Every band of every case must:
+`aare_lab.gpu.bands.cut_bands` is the host's cut; the kernel's arithmetic that works on it
+(``band_start``, ``sent_to_above``/``sent_to_below``, the tile rows ``t_lo``/``t_hi`` and
+the place of a pixel in a tile, ``tile_index``, in ``kernels/frozen.cu``) is restated here,
+and `test_the_restated_arithmetic_is_the_kernels` fails when the source's lines change.
+Every band of every case must:
 
 - hold at least one pixel, and no more than its threads cover;
 - find each halo pixel its tile reads sent by the band that holds it;
@@ -12,8 +12,8 @@ lines change. Every band of every case must:
   most one frame ahead of the bands it reads, kernels/README.md);
 - fit its tile into the rows the engine sizes the shared memory for (`Bands.tile_rows`);
 - with whole-row bands (flags), take its halo from the adjacent bands alone;
-- read its windows (RX values past the last tile's end included) within the shared memory
-  the engine allocates.
+- read its windows within the shared memory the engine allocates;
+- read, from its tile, every window of the frame with zeros outside the frame.
 
 That the GPU finds what the frozen finder finds with these cuts is `test_cuda.py`'s.
 """
@@ -27,8 +27,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from aare_lab.gpu.bands import EDGE_ROW_WEIGHT, Bands, cut_bands, pixels_per_thread
-from aare_lab.gpu.bands import band_start as host_band_start
+from aare_lab.gpu.bands import Bands, cut_bands, pixels_per_thread
 from aare_lab.gpu.kernels import SOURCE, kernel_dir
 
 FRAMES = [(400, 400), (512, 1024), (257, 301), (64, 64), (20, 7), (9, 5)]
@@ -38,34 +37,43 @@ H200_SHARED = 232448
 MAX_BANDS = [1, 2, 3, 7, 33, 100, 132, 264]
 
 
-def band_start(b, ny, nx, bands, ry):
-    """The kernel's ``band_start``, which `aare_lab.gpu.bands.band_start` restates."""
-    return host_band_start(b, bands, (ny, nx), ry)
+def band_start(b, ny, nx, bands):
+    """The kernel's ``band_start``: equal shares of pixels with words, whole rows with flags."""
+    if bands.words:
+        return (b * ny * nx) // bands.count
+    return ((b * ny) // bands.count) * nx
 
 
-def tile_span(lo, hi, ny, nx, ry):
-    """The kernel's tile rows ``t_lo``, ``t_hi`` of the band of pixels ``lo..hi``."""
-    return max(lo // nx - ry, 0), min((hi - 1) // nx + 1 + ry, ny)
+def tile_span(lo, hi, nx, ry):
+    """The kernel's tile rows ``t_lo``, ``t_hi`` of the band of pixels ``lo..hi`` (those
+    outside the frame hold zeros)."""
+    return lo // nx - ry, (hi - 1) // nx + 1 + ry
+
+
+def tile_index(g, t_lo, nx, rx):
+    """The kernel's place of frame pixel ``g`` in a tile of rows from ``t_lo``: rows
+    ``nx + rx`` apart, ``rx`` zeros in front of each."""
+    return g + (g // nx + 1) * rx - t_lo * (nx + rx)
 
 
 #: The lines of ``kernels/frozen.cu`` that `band_start`, `tile_span`, `layout_errors` and
 #: `shared_read_errors` restate.
 KERNEL_LINES = [
-    "const long long w = EDGE_WEIGHT_NUM, d = EDGE_WEIGHT_DEN;",
-    "const long long edge = (long long)RY * FRAME_NX, inner = (long long)(ny - 2 * RY) * FRAME_NX;",
-    "if (inner <= 0)\n        return (int)(((long long)b * ny * FRAME_NX) / n_bands);",
-    "const long long t = (long long)b * (2 * w * edge + d * inner) / n_bands;",
-    "if (t <= w * edge)\n        return (int)(t / w);",
-    "if (t <= w * edge + d * inner)\n        return (int)(edge + (t - w * edge) / d);",
-    "return (int)(edge + inner + (t - w * edge - d * inner) / w);",
+    "return (int)(((long long)b * ny * FRAME_NX) / n_bands);",
     "return (int)(((long long)b * ny) / n_bands) * FRAME_NX;",
-    "const int t_lo = max(band / nx - RY, 0), t_hi = min((band_end - 1) / nx + 1 + RY, ny);",
+    "const int t_lo = band / nx - RY, t_hi = (band_end - 1) / nx + 1 + RY;",
+    "#define TILE_NX (FRAME_NX + RX)",
+    "const int i = g / FRAME_NX;\n    return g + (i + 1) * RX - t_lo * TILE_NX;",
+    "const int tile_size = (t_hi - t_lo) * TILE_NX + RX;",
+    "const int halo_lo = max(t_lo, 0) * nx, halo_hi = min(t_hi, ny) * nx;",
     "const int sent_to_above = b > 0 ? (band - 1) / nx + RY : -1;",
     "const int sent_to_below = b < G - 1 ? band_end / nx - RY : ny;",
     "if (i <= sent_to_above || i >= sent_to_below)",
     "STATE_T* tiles = (STATE_T*)(smem + SCAN_BYTES + WARP_STORE_BYTES + cm_bytes);",
-    "STATE_T* tile = tiles + (f & 1) * tile_px;",
-    "const STATE_T* left = tile + (y - t_lo) * nx + (j - RX);",
+    "STATE_T* tile = tiles + (f & 1) * tile_size;",
+    "tile[tile_index(band + p, t_lo)] = v;",
+    "const STATE_T* corner = tile + (i - RY - t_lo) * TILE_NX + j;",
+    "const STATE_T val = corner[a * TILE_NX + c];",
 ]
 
 
@@ -78,7 +86,7 @@ def layout_errors(ny, nx, ry, bands, send_margin=0, threads=1024):
     """What is wrong with ``bands`` of a ``ny`` x ``nx`` frame for windows ``2 ry + 1`` high
     and blocks of ``threads`` (``send_margin`` rows fewer sent on each side, to show that
     the check can fail)."""
-    starts = [band_start(b, ny, nx, bands, ry) for b in range(bands.count + 1)]
+    starts = [band_start(b, ny, nx, bands) for b in range(bands.count + 1)]
     errors, holder, sent, reads = [], {}, set(), []
     for b in range(bands.count):
         lo, hi = starts[b], starts[b + 1]
@@ -95,12 +103,13 @@ def layout_errors(ny, nx, ry, bands, send_margin=0, threads=1024):
                           f"{bands.per_thread} per thread")
             reads.append(set())
             continue
-        t_lo, t_hi = tile_span(lo, hi, ny, nx, ry)
-        if t_hi - t_lo > bands.tile_rows(ry, ny):
+        t_lo, t_hi = tile_span(lo, hi, nx, ry)
+        if t_hi - t_lo > bands.tile_rows(ry):
             errors.append(f"band {b}'s tile of {t_hi - t_lo} rows overflows "
-                          f"{bands.tile_rows(ry, ny)}")
+                          f"{bands.tile_rows(ry)}")
         read = set()
-        for g in itertools.chain(range(t_lo * nx, lo), range(hi, t_hi * nx)):
+        halo_lo, halo_hi = max(t_lo, 0) * nx, min(t_hi, ny) * nx
+        for g in itertools.chain(range(halo_lo, lo), range(hi, halo_hi)):
             if g not in sent:
                 errors.append(f"band {b} reads pixel {g}, which band {holder[g]} never sends")
                 break
@@ -127,56 +136,20 @@ def test_every_cut_sends_what_its_bands_read_and_fits_its_tiles(frame_shape):
 
 
 def test_thin_bands_with_words_are_cut_and_checked():
-    # MÖNCH 9x9 with float32 state: 132 shares of the frame's cost, about three rows each,
-    # fewer than the four a window reaches above and below: a tile takes rows of two bands
-    # on either side.
+    # MÖNCH 9x9 with float32 state: 132 equal shares of 1212 or 1213 pixels, three rows and
+    # a bit, fewer than the four a window reaches above and below: a tile takes rows of two
+    # bands on either side.
+    bands = cut_bands((400, 400), 4, 132, 1024, "float32")
+    assert bands == Bands(count=132, pixels=1213, rows=5, per_thread=2, words=True)
+    assert layout_errors(400, 400, 4, bands) == []
+    starts = [band_start(b, 400, 400, bands) for b in range(bands.count + 1)]
+    assert {hi - lo for lo, hi in itertools.pairwise(starts)} == {1212, 1213}
     ny, nx, ry = 400, 400, 4
-    bands = cut_bands((ny, nx), ry, 132, 1024, "float32")
-    assert (bands.count, bands.per_thread, bands.words) == (132, 2, True)
-    assert bands.edge_weight == EDGE_ROW_WEIGHT
-    assert layout_errors(ny, nx, ry, bands) == []
-    starts = [band_start(b, ny, nx, bands, ry) for b in range(bands.count + 1)]
-    sizes = [hi - lo for lo, hi in itertools.pairwise(starts)]
-    assert bands.pixels == max(sizes) and bands.rows == (max(sizes) + nx - 2) // nx + 1
-    # Equal shares of the cost: a pixel of the top and bottom four rows weighs w / d.
-    w, d = bands.edge_weight
-    edge_rows = {*range(ry), *range(ny - ry, ny)}
-    costs = [sum(w if g // nx in edge_rows else d for g in range(lo, hi))
-             for lo, hi in itertools.pairwise(starts)]
-    assert max(costs) - min(costs) <= 2 * w
-    if w > d:
-        assert sizes[0] < sizes[60] and sizes[-1] < sizes[60]
     lo, hi = starts[60], starts[61]
     t_lo, t_hi = lo // nx - ry, (hi - 1) // nx + 1 + ry
     holders = {b for b in range(bands.count) for g in (t_lo * nx, t_hi * nx - 1)
                if starts[b] <= g < starts[b + 1]}
     assert holders == {58, 62}
-
-
-@pytest.mark.parametrize("weight", [(1, 1), (3, 2), (2, 1), (3, 1), (7, 1)])
-def test_every_weight_of_the_edge_rows_cuts_a_valid_layout(monkeypatch, weight):
-    from aare_lab.gpu import bands as module
-
-    monkeypatch.setattr(module, "EDGE_ROW_WEIGHT", weight)
-    weighed = 0
-    for (ny, nx), ry, max_bands in itertools.product(FRAMES, (1, 2, 4), MAX_BANDS):
-        bands = cut_bands((ny, nx), ry, max_bands, 1024, "float32")
-        assert layout_errors(ny, nx, ry, bands) == [], ((ny, nx), ry, bands)
-        weighed += bands.edge_weight == weight
-    assert weighed > 0, "no cut took the weight"
-
-
-def test_a_weight_that_would_leave_a_band_empty_gives_way_to_equal_pixels(monkeypatch):
-    from aare_lab.gpu import bands as module
-
-    # 33 bands of a 9x5 frame, 3x3 windows: ten pixels in the top and bottom rows, which
-    # at weight 1000 would be all but a few bands' share.
-    monkeypatch.setattr(module, "EDGE_ROW_WEIGHT", (1000, 1))
-    heavy = Bands(33, 0, 0, 1, True, (1000, 1))
-    assert min(np.diff([band_start(b, 9, 5, heavy, 1) for b in range(34)])) == 0
-    cut = cut_bands((9, 5), 1, 33, 1024, "float32")
-    assert (cut.count, cut.words, cut.edge_weight, cut.pixels) == (33, True, (1, 1), 2)
-    assert layout_errors(9, 5, 1, cut) == []
 
 
 def test_flags_keep_whole_bands_at_least_ry_high():
@@ -203,33 +176,75 @@ def test_the_check_fails_for_whole_rows_thinner_than_ry_and_for_empty_bands():
     assert any("holds 0 pixels" in e for e in layout_errors(1, 5, 1, crowded))
 
 
-def test_a_tile_bound_one_row_short_fails(monkeypatch):
-    from aare_lab.gpu import bands as module
-
-    # The odd frame's 132 equal shares of 587 pixels: some span three rows, the bound.
-    monkeypatch.setattr(module, "EDGE_ROW_WEIGHT", (1, 1))
+def test_a_tile_bound_one_row_short_fails():
+    # The odd frame's 132 shares of 587 pixels: some span three rows, the bound.
     bands = cut_bands((257, 301), 4, 132, 1024, "float32")
     assert (bands.words, bands.rows) == (True, 3)
     assert layout_errors(257, 301, 4, bands) == []
-    short = Bands(bands.count, bands.pixels, bands.rows - 1, bands.per_thread, bands.words,
-                  bands.edge_weight)
+    short = Bands(bands.count, bands.pixels, bands.rows - 1, bands.per_thread, bands.words)
     assert any("overflows" in e for e in layout_errors(257, 301, 4, short))
 
 
-def test_a_tile_never_counts_rows_beyond_the_frame():
+def test_a_tile_holds_the_rows_of_zeros_its_windows_read_beyond_the_frame():
+    # A frame three rows high, 9x9 windows: a tile holds its band's two rows and four rows
+    # either side, of which one row at most lies inside the frame.
     bands = cut_bands((3, 5000), 4, 132, 1024, "float32")
     assert bands.words and bands.rows == 2
-    assert bands.tile_rows(4, 3) == 3
+    assert bands.tile_rows(4) == 10
     assert layout_errors(3, 5000, 4, bands) == []
+
+
+def window_errors(ny, nx, cluster_size, bands, index=tile_index):
+    """Where a band's windows, read from its tile as the kernel fills and reads it (frame
+    pixel ``g`` at ``index(g, t_lo, nx, rx)``), differ from the frame's windows with zeros
+    outside it."""
+    ry, rx = cluster_size[0] // 2, cluster_size[1] // 2
+    frame = np.random.default_rng(7).uniform(1, 2, (ny, nx))
+    padded = np.pad(frame, ((ry, ry), (rx, rx)))
+    taps = np.add.outer(np.arange(cluster_size[0]) * (nx + rx), np.arange(cluster_size[1]))
+    errors = []
+    for b in range(bands.count):
+        lo, hi = band_start(b, ny, nx, bands), band_start(b + 1, ny, nx, bands)
+        t_lo, t_hi = tile_span(lo, hi, nx, ry)
+        tile = np.zeros((t_hi - t_lo) * (nx + rx) + rx)
+        g = np.arange(max(t_lo, 0) * nx, min(t_hi, ny) * nx)
+        tile[index(g, t_lo, nx, rx)] = frame.flat[g]
+        i, j = np.divmod(np.arange(lo, hi), nx)
+        corner = (i - ry - t_lo) * (nx + rx) + j
+        if corner.min() < 0 or corner.max() + taps.max() >= tile.size:
+            errors.append(f"band {b}'s windows read outside its tile")
+            continue
+        windows = tile[corner[:, None, None] + taps]
+        expected = np.stack([padded[y:y + 2 * ry + 1, x:x + 2 * rx + 1] for y, x in zip(i, j)])
+        wrong = np.flatnonzero((windows != expected).any(axis=(1, 2)))
+        if wrong.size:
+            errors.append(f"band {b} reads a wrong window at pixel {lo + wrong[0]}")
+    return errors
+
+
+@pytest.mark.parametrize("frame_shape", [(9, 5), (20, 7), (64, 64), (3, 50)])
+def test_every_window_reads_its_taps_and_zeros_outside_the_frame(frame_shape):
+    for cluster_size, max_bands, dtype in itertools.product(
+            [(3, 3), (5, 5), (9, 9), (3, 7), (7, 1)], MAX_BANDS, ("float32", "float64")):
+        bands = cut_bands(frame_shape, cluster_size[0] // 2, max_bands, 256, dtype)
+        assert window_errors(*frame_shape, cluster_size, bands) == [], (cluster_size, bands)
+
+
+def test_the_window_check_fails_for_rows_without_their_gap():
+    # Tile rows nx apart, no zeros between them: the windows at the frame's sides read
+    # the next row's values.
+    bands = cut_bands((20, 7), 1, 3, 256, "float32")
+    no_gap = lambda g, t_lo, nx, rx: g - t_lo * nx + rx  # noqa: E731
+    assert any("wrong window" in e for e in window_errors(20, 7, (3, 3), bands, no_gap))
 
 
 def test_words_that_do_not_fit_give_way_to_whole_rows():
     # A wide, short frame: equal shares span two rows, whole rows one; with 3x3 windows a
     # words tile is four rows, a whole-row tile three (what fits in shared memory decides).
     words = cut_bands((16, 8192), 1, 132, 1024, "float32")
-    assert (words.words, words.count, words.tile_rows(1, 16)) == (True, 132, 4)
+    assert (words.words, words.count, words.tile_rows(1)) == (True, 132, 4)
     rows = cut_bands((16, 8192), 1, 132, 1024, "float32",
-                     fits=lambda cut: cut.tile_rows(1, 16) <= 3)
+                     fits=lambda cut: cut.tile_rows(1) <= 3)
     assert rows == Bands(count=16, pixels=8192, rows=1, per_thread=8, words=False)
     assert layout_errors(16, 8192, 1, rows) == []
     taken = cut_bands((16, 8192), 1, 132, 1024, "float32", fits=lambda cut: True)
@@ -267,12 +282,7 @@ def configured(monkeypatch, shape, dtype, cluster_size, chunk_frames=512, limit=
 
 def test_the_engine_cuts_equal_shares_where_words_pay(monkeypatch):
     e = configured(monkeypatch, (400, 400), "float32", (9, 9))
-    cut = cut_bands((400, 400), 4, 132, 1024, "float32")
-    assert (e.n_bands, e.band_pixels, e.spec.exchange_in_words) == (132, cut.pixels, True)
-    # The kernel cuts the bands the host sized its memory for.
-    assert e.spec.edge_weight == cut.edge_weight == EDGE_ROW_WEIGHT
-    assert {f"-DEDGE_WEIGHT_NUM={EDGE_ROW_WEIGHT[0]}",
-            f"-DEDGE_WEIGHT_DEN={EDGE_ROW_WEIGHT[1]}"} <= set(e.spec.defines())
+    assert (e.n_bands, e.band_pixels, e.spec.exchange_in_words) == (132, 1213, True)
     e = configured(monkeypatch, (400, 400), "float64", (9, 9))
     assert (e.n_bands, e.band_pixels, e.spec.exchange_in_words) == (100, 1600, False)
 
@@ -296,24 +306,20 @@ def test_the_engine_still_refuses_what_fits_no_cut(monkeypatch):
 
 
 def shared_read_errors(e):
-    """Where the windows of the engine ``e``'s bands read past its shared memory: a window
-    near the frame's edge reads RX values after each of its rows, past the last tile's
-    end. (In front of the first tile lie at least the scan's 256 bytes, more than RX
-    values of any window.)"""
+    """Where the two tiles of the engine ``e``'s bands end past its shared memory (their
+    windows read within them, `window_errors`)."""
     from aare_lab.gpu.engine import SCAN_BYTES
 
     ny, nx = e.frame_shape
     ry, rx = e.cluster_size[0] // 2, e.cluster_size[1] // 2
     size = e.state_dtype.itemsize
-    bands = SimpleNamespace(count=e.n_bands, words=e.spec.exchange_in_words,
-                            edge_weight=e.spec.edge_weight)
+    bands = SimpleNamespace(count=e.n_bands, words=e.spec.exchange_in_words)
     tiles = SCAN_BYTES + e.spec.pixels_per_thread * 32 * 4   # no common-mode regions here
     errors = []
     for b in range(e.n_bands):
-        lo, hi = band_start(b, ny, nx, bands, ry), band_start(b + 1, ny, nx, bands, ry)
-        t_lo, t_hi = tile_span(lo, hi, ny, nx, ry)
-        tile_px = (t_hi - t_lo) * nx
-        end = tiles + (2 * tile_px + rx) * size
+        lo, hi = band_start(b, ny, nx, bands), band_start(b + 1, ny, nx, bands)
+        t_lo, t_hi = tile_span(lo, hi, nx, ry)
+        end = tiles + 2 * ((t_hi - t_lo) * (nx + rx) + rx) * size
         if end > e.shared:
             errors.append(f"band {b} reads up to byte {end}, {e.shared} allocated")
     return errors
@@ -329,7 +335,7 @@ def test_windows_at_the_frame_edge_read_within_the_shared_memory(monkeypatch, sh
     assert shared_read_errors(e) == []
 
 
-def test_the_read_check_fails_without_the_values_past_the_last_tile(monkeypatch):
+def test_the_read_check_fails_without_the_zeros_after_the_last_tile_row(monkeypatch):
     from aare_lab.gpu import engine
 
     original = engine.FrozenEngine._shared_bytes
@@ -340,6 +346,7 @@ def test_the_read_check_fails_without_the_values_past_the_last_tile(monkeypatch)
         return total - past, tiles - past, cm_bytes
 
     monkeypatch.setattr(engine.FrozenEngine, "_shared_bytes", without_them)
-    # Bands of four whole rows fill the tiles (equal shares' bound has a row to spare).
+    # Bands of four whole rows, the frame's first and last too, fill the tiles (equal
+    # shares' bound has a row to spare).
     e = configured(monkeypatch, (400, 400), "float64", (3, 3))
     assert any("allocated" in error for error in shared_read_errors(e))

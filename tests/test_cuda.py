@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 
 import aare_lab
-from aare_lab import FrozenFinder, Pedestal, TruncationWarning
+from aare_lab import Branch, FrozenFinder, Pedestal, TruncationWarning
 from aare_lab.finders import CudaFinder
 from aare_lab.gpu import GpuUnavailable
 from aare_lab.results import spectrum
 from aare_lab.simulate import Beam, Detector, simulate_run
+from helpers import MEAN, unit_pedestal
 
 N_PEDESTAL = 64
 SHAPES = {"moench": (400, 400), "jungfrau": (512, 1024), "odd": (257, 301)}
@@ -93,23 +94,37 @@ def test_cuda_equals_frozen(runs, shape, cluster_size, dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("weight", [(1, 1), (3, 2), (2, 1), (5, 2), (3, 1)])
-@pytest.mark.parametrize("cluster_size", [(3, 3), (9, 9)])
-def test_cuda_equals_frozen_for_every_weight_of_the_edge_rows(runs, monkeypatch, weight,
-                                                               cluster_size):
-    """How much the frame's top and bottom rows weigh in the cut into bands
-    (`aare_lab.gpu.bands.EDGE_ROW_WEIGHT`) moves pixels between blocks, never what is
-    found; the shipped weight is every other test's."""
-    from aare_lab.gpu import bands
-
-    monkeypatch.setattr(bands, "EDGE_ROW_WEIGHT", weight)
-    run = runs("moench")
-    ped_cpu, ped_gpu = trained(run, "float32"), trained(run, "float32")
-    cpu = FrozenFinder(ped_cpu, 5.0, cluster_size).find(run.frames, branch_maps=True,
+@pytest.mark.parametrize("cluster_size", [(3, 3), (9, 9), (3, 5)])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("noise", ["running", "fixed"])
+def test_windows_below_zero_at_the_frame_edge_decide_as_the_frozen_finder(cluster_size, dtype,
+                                                                          noise):
+    """The kernel's windows read zeros outside the frame (``tile_index`` in
+    kernels/frozen.cu), where the frozen finder leaves those taps out: a zero raises the
+    maximum of a window whose taps are all below zero, and must change no decision. These
+    frames fill the window's reach of every edge with values between the threshold's
+    negative and zero, at it, and below it, with photons among them, and the first three
+    columns have no noise (threshold 0)."""
+    rng = np.random.default_rng(3)
+    shape = (40, 48)
+    ry, rx = cluster_size[0] // 2, cluster_size[1] // 2
+    v = rng.integers(-5, 0, size=(6, *shape))
+    v[:, ry + 1:-ry - 1, rx + 1:-rx - 1] = rng.integers(-3, 4, size=(6, 38 - 2 * ry, 46 - 2 * rx))
+    v[rng.random(v.shape) < 0.02] = -7
+    v[rng.random(v.shape) < 0.01] = 40
+    frames = (MEAN + v).astype(np.uint16)
+    zero_rms = np.zeros(shape, bool)
+    zero_rms[:, :3] = True
+    ped_cpu, ped_gpu = (unit_pedestal(shape, dtype, noise, zero_rms) for _ in range(2))
+    cpu = FrozenFinder(ped_cpu, 5.0, cluster_size).find(frames, branch_maps=True,
                                                          progress=False)
-    finder = CudaFinder(ped_gpu, 5.0, cluster_size, chunk_frames=16)
-    gpu = finder.find(run.frames, branch_maps=True, progress=False)
-    assert finder._engine.spec.edge_weight == weight
+    gpu = CudaFinder(ped_gpu, 5.0, cluster_size, chunk_frames=4).find(
+        frames, branch_maps=True, progress=False)
+    edge = np.ones(shape, bool)
+    edge[ry:-ry or None, rx:-rx or None] = False
+    codes = cpu["branch_map"].to_numpy()[:, edge]
+    assert (codes == Branch.QUIET_UPDATE).sum() > 100 and (codes == Branch.NEG_SKIP).any()
+    assert cpu.sizes["cluster"] > 20
     assert_same(cpu, gpu, ped_cpu, ped_gpu)
 
 

@@ -214,3 +214,72 @@ def test_float_windows_keep_the_exact_values(finder):
     expected[1, 1] = 10.5
     np.testing.assert_array_equal(result["window"].to_numpy()[0], expected)
     assert result["window"].dtype == np.float64
+
+
+def window_sums(v, ry, rx, outside):
+    """Every pixel's window sum and maximum, taps in raster order as the finders add them
+    (`aare_lab.finders._decision.window_rows`, ``val > m ? val : m`` as the CUDA kernel
+    compares): taps outside the frame left out (``outside=None``, the finders) or read as
+    ``outside`` (the kernel's zeros)."""
+    ny, nx = v.shape
+    tot, m = np.zeros_like(v), v.copy()
+    padded = np.pad(v, ((ry, ry), (rx, rx)), constant_values=np.nan if outside is None else outside)
+    for a in range(2 * ry + 1):
+        for c in range(2 * rx + 1):
+            tap = padded[a:a + ny, c:c + nx]
+            inside = ~np.isnan(tap) if outside is None else np.ones(v.shape, bool)
+            tot = np.where(inside, tot + np.where(inside, tap, 0), tot)
+            m = np.where(inside & (tap > m), tap, m)
+    return tot, m
+
+
+def decisions(v, thr, c3, ry, rx, outside):
+    from aare_lab.finders._decision import classify
+
+    tot, m = window_sums(v, ry, rx, outside)
+    codes = np.array([classify(v.flat[k], thr.flat[k], m.flat[k], tot.flat[k], c3)
+                      for k in range(v.size)])
+    return codes, tot
+
+
+#: Values where zeros for the taps outside could matter: below zero down to -inf, both
+#: zeros, a subnormal, and photons; thresholds at zero, below it (a negative gain's keV),
+#: infinite and NaN.
+VALUES = [-3.5, -1.0, -0.0, 0.0, -1e-45, -6.0, -np.inf, 2.0, 7.0]
+THRESHOLDS = [0.0, 5.0, -5.0, 1e-40, np.inf, np.nan]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cluster_size", [(3, 3), (5, 3), (9, 9), (1, 3)])
+def test_zeros_for_the_taps_outside_the_frame_change_no_decision(dtype, cluster_size):
+    """The CUDA kernel reads zeros where a window's taps lie outside the frame
+    (``tile_index`` in kernels/frozen.cu), the finders leave them out. The sums are the
+    same bits; a zero raises the maximum only of windows whose taps are all below zero,
+    and the decision stays the same for every threshold as c3 = sqrt(cy * cx) > 0."""
+    rng = np.random.default_rng(11)
+    ry, rx = cluster_size[0] // 2, cluster_size[1] // 2
+    c3 = np.sqrt(np.dtype(dtype).type(cluster_size[0] * cluster_size[1]))
+    raised = 0
+    for _ in range(20):
+        v = rng.choice(np.array(VALUES, dtype), size=(8, 11))
+        # Windows at the left edge below zero or -0, at the top left corner below zero.
+        v[:, :2] = -np.abs(v[:, :2])
+        v[:ry + 2, :rx + 2] = rng.choice(np.array([-3.5, -1e-45, -6.0], dtype), (ry + 2, rx + 2))
+        thr = rng.choice(np.array(THRESHOLDS, dtype), size=v.shape)
+        left_out, tot_left_out = decisions(v, thr, c3, ry, rx, None)
+        zeros, tot_zeros = decisions(v, thr, c3, ry, rx, 0.0)
+        np.testing.assert_array_equal(tot_zeros.view(f"u{v.itemsize}"),
+                                      tot_left_out.view(f"u{v.itemsize}"))
+        np.testing.assert_array_equal(zeros, left_out)
+        raised += (window_sums(v, ry, rx, 0.0)[1] != window_sums(v, ry, rx, None)[1]).sum()
+    assert raised > 0, "no maximum was raised by a zero: the case tests nothing"
+
+
+def test_zeros_for_the_taps_outside_would_change_a_decision_were_c3_negative():
+    # The argument needs c3 > 0: with c3 < 0 a window of negative taps passes Test 3, and
+    # v(p) == m then tells TEST3_STORE (taps left out) from TEST3_SKIP (zeros).
+    v = np.full((3, 3), -1.0)
+    thr = np.full(v.shape, 5.0)
+    left_out, _ = decisions(v, thr, -3.0, 1, 1, None)
+    zeros, _ = decisions(v, thr, -3.0, 1, 1, 0.0)
+    assert left_out[0] == Branch.TEST3_STORE and zeros[0] == Branch.TEST3_SKIP

@@ -7,8 +7,9 @@ once (the same per-pixel order, vectorised across pixels), `window_taps` continu
 pixel's sums tap by tap. `classify` then turns them into a branch code.
 
 Twin: ``kernels/frozen.cu`` mirrors ``classify`` and ``store_window`` line for line; its
-window sums near the frame's edge add the taps `window_taps` adds, in the same order, and
-+0 for each tap outside (a sum that starts at +0 is never -0, so +0 leaves it unchanged).
+windows add the taps `window_taps` adds, in the same order, and read +0 for each tap
+outside the frame, in the sum and the maximum alike. That leaves every decision as it is
+here (the argument is at ``tile_index`` in the kernel, its test in tests/test_decision.py).
 """
 
 import numpy as np

@@ -201,7 +201,7 @@ class FrozenEngine:
                                    tuple(self.cluster_size), per_thread, nx, self.threads,
                                    common_mode=self.labels is not None,
                                    gain_switching=self.calibration is not None,
-                                   exchange_in_words=words, edge_weight=bands.edge_weight)
+                                   exchange_in_words=words)
             self.kernel = load_kernel(self.spec)
             cp.cuda.driver.funcSetAttribute(
                 self.kernel.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -211,14 +211,14 @@ class FrozenEngine:
         """Shared memory per block for ``bands``: in all, for the two tiles, for the
         common-mode regions (the layout of ``smem`` in the source)."""
         nx = self.frame_shape[1]
-        # Two tiles of the band and its halo, one per frame parity (``tiles`` in the source),
-        # and RX values after them: the windows of a frame row's last pixels read that far
-        # past their row, and past the last tile (values never used, see the source).
+        # Two tiles of the band and its halo, one per frame parity, each row followed by RX
+        # zeros (``tiles``, ``TILE_NX`` in the source); after the last frame their memory
+        # holds a count per frame (``band_first``).
         rx = self.cluster_size[1] // 2
-        tiles = ((2 * bands.tile_rows(ry, self.frame_shape[0]) * nx + rx)
-                 * self.state_dtype.itemsize)
+        size = self.state_dtype.itemsize
+        tiles = 2 * (bands.tile_rows(ry) * (nx + rx) + rx) * size
         # Per region the block's sums, counts and offsets (``cm_bytes`` in the source).
-        cm_bytes = -(-self.n_regions * (16 + self.state_dtype.itemsize) // 16) * 16
+        cm_bytes = -(-self.n_regions * (16 + size) // 16) * 16
         total = (SCAN_BYTES + bands.per_thread * 32 * 4 + cm_bytes
                  + max(tiles, 4 * self.chunk_frames))
         return total, tiles, cm_bytes

@@ -73,15 +73,12 @@ class KernelSpec:
     common_mode: bool = False
     gain_switching: bool = False
     #: Whether edge rows travel between bands in 8-byte words that carry their frame's
-    #: number (``EXCHANGE_IN_WORDS``; bands then are equal shares of the frame's cost)
+    #: number (``EXCHANGE_IN_WORDS``; bands then are equal shares of the frame's pixels)
     #: rather than as rows followed by a flag (bands of whole rows). None (the default)
     #: chooses where words were measured faster, `words_pay`
     #: (``benchmarks/results/kernel_variants_20261202T104847.json``, ``…105037``). A field,
     #: not a property, so that the choice is part of the key of a loaded kernel.
     exchange_in_words: bool | None = None
-    #: The weight of a pixel of the frame's top and bottom rows in the cut into bands, as
-    #: (numerator, denominator) (`aare_lab.gpu.bands.Bands.edge_weight`).
-    edge_weight: tuple[int, int] = (1, 1)
 
     def __post_init__(self):
         if self.exchange_in_words is None:
@@ -99,9 +96,7 @@ class KernelSpec:
                 f"-DPIXELS_PER_THREAD={self.pixels_per_thread}", f"-DFRAME_NX={self.frame_nx}",
                 f"-DMAX_THREADS={self.threads}", f"-DCOMMON_MODE={int(self.common_mode)}",
                 f"-DGAIN_SWITCHING={int(self.gain_switching)}",
-                f"-DEXCHANGE_IN_WORDS={int(self.exchange_in_words)}",
-                f"-DEDGE_WEIGHT_NUM={self.edge_weight[0]}",
-                f"-DEDGE_WEIGHT_DEN={self.edge_weight[1]}")
+                f"-DEXCHANGE_IN_WORDS={int(self.exchange_in_words)}")
 
 
 def kernel_dir() -> Path:
