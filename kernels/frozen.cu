@@ -91,10 +91,10 @@
 #define SCAN_BYTES 256   // shared memory of the block scan (33 ints), rounded up
 #define FLAG_STRIDE 32   // one 128-byte line per band's flag: no false sharing while polling
 #define WARP_STORE_BYTES (PIXELS_PER_THREAD * 32 * 4)
-// A tile row holds a frame row and RX zeros after it (before the next row), and a tile's
-// rows outside the frame hold zeros, so that every window takes the same unrolled taps,
-// those outside the frame reading zeros. Why zeros leave every decision as the frozen
-// finder's, which leaves those taps out: see tile_index.
+// Tile rows are TILE_NX apart: RX zeros before each frame row and after the last, and a
+// tile's rows outside the frame hold zeros, so that every window takes the same unrolled
+// taps, those outside the frame reading zeros. Why zeros leave every decision as the
+// frozen finder's, which leaves those taps out: see tile_index.
 #define TILE_NX (FRAME_NX + RX)
 
 typedef unsigned short u16;
@@ -344,9 +344,10 @@ __device__ __forceinline__ int histogram_bin(double e, const double* edges, int 
 // - the sum starts at +0 and so is never -0 (x + -x is +0), and adding +0 leaves it as it is;
 // - a zero raises the maximum m only where every tap inside is below zero, v(p) among them.
 //   Then classify answers the same with either m: v(p) < -thr is NEG_SKIP for both; else
-//   -thr <= v(p) < 0, so thr > 0 and neither m exceeds it, and Test 3's sum, below zero,
-//   never exceeds c3 * thr, c3 = sqrt(cy * cx) being positive: QUIET_UPDATE for both (a NaN
-//   thr fails every test for both). tests/test_decision.py checks the argument on the CPU.
+//   -thr <= v(p) < 0, so thr > 0 and neither m exceeds it, and Test 3's sum, below zero
+//   or NaN, never exceeds c3 * thr, c3 = sqrt(cy * cx) being positive: QUIET_UPDATE for
+//   both (a NaN thr fails every test for both; a NaN tap never raises m, a NaN v(p) is m).
+//   tests/test_decision.py checks the argument on the CPU.
 __device__ __forceinline__ int tile_index(int g, int t_lo)
 {
     const int i = g / FRAME_NX;

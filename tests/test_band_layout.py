@@ -56,8 +56,10 @@ def tile_index(g, t_lo, nx, rx):
     return g + (g // nx + 1) * rx - t_lo * (nx + rx)
 
 
-#: The lines of ``kernels/frozen.cu`` that `band_start`, `tile_span`, `layout_errors` and
-#: `shared_read_errors` restate.
+#: Where a window's taps start, in the decision and in the stores alike.
+CORNER = "const STATE_T* corner = tile + (i - RY - t_lo) * TILE_NX + j;"
+#: The lines of ``kernels/frozen.cu`` that `band_start`, `tile_span`, `tile_index`,
+#: `layout_errors`, `window_errors` and `shared_read_errors` restate.
 KERNEL_LINES = [
     "return (int)(((long long)b * ny * FRAME_NX) / n_bands);",
     "return (int)(((long long)b * ny) / n_bands) * FRAME_NX;",
@@ -72,14 +74,20 @@ KERNEL_LINES = [
     "STATE_T* tiles = (STATE_T*)(smem + SCAN_BYTES + WARP_STORE_BYTES + cm_bytes);",
     "STATE_T* tile = tiles + (f & 1) * tile_size;",
     "tile[tile_index(band + p, t_lo)] = v;",
-    "const STATE_T* corner = tile + (i - RY - t_lo) * TILE_NX + j;",
+    "const int idx = k < above ? halo_lo + k : band_end + (k - above);",
+    "receive_value(&slot[idx], f + 1, tile[tile_index(idx, t_lo)]);",
+    "tile[tile_index(idx, t_lo)] = __ldcg(&slot[idx]);",
+    "for (int k = tid; k < 2 * tile_size; k += T)\n        tiles[k] = 0;",
+    CORNER,
     "const STATE_T val = corner[a * TILE_NX + c];",
+    "w[tap] = stored_value(corner[(tap / CLUSTER_NX) * TILE_NX + tap % CLUSTER_NX]);",
 ]
 
 
 def test_the_restated_arithmetic_is_the_kernels():
     source = (kernel_dir() / SOURCE).read_text()
     assert [line for line in KERNEL_LINES if line not in source] == []
+    assert source.count(CORNER) == 2
 
 
 def layout_errors(ny, nx, ry, bands, send_margin=0, threads=1024):
@@ -225,7 +233,7 @@ def window_errors(ny, nx, cluster_size, bands, index=tile_index):
 @pytest.mark.parametrize("frame_shape", [(9, 5), (20, 7), (64, 64), (3, 50)])
 def test_every_window_reads_its_taps_and_zeros_outside_the_frame(frame_shape):
     for cluster_size, max_bands, dtype in itertools.product(
-            [(3, 3), (5, 5), (9, 9), (3, 7), (7, 1)], MAX_BANDS, ("float32", "float64")):
+            [(3, 3), (5, 5), (9, 9), (3, 7), (7, 3)], MAX_BANDS, ("float32", "float64")):
         bands = cut_bands(frame_shape, cluster_size[0] // 2, max_bands, 256, dtype)
         assert window_errors(*frame_shape, cluster_size, bands) == [], (cluster_size, bands)
 
@@ -298,6 +306,22 @@ def test_the_engine_cuts_whole_rows_where_shares_do_not_fit(monkeypatch):
     assert (e.n_bands, e.spec.exchange_in_words) == (132, True)
 
 
+def test_a_frame_shorter_than_its_tiles_is_refused_with_the_reason_and_the_cpu_named(
+        monkeypatch):
+    # One row of 12 000 pixels with 3x3 windows: a tile of the row and a row of zeros
+    # above and below, 288 kB for two tiles with float32 state.
+    with pytest.raises(ValueError, match=r"1 rows of zeros above and below a frame of 1 rows"
+                                         r".*split the frame.*FrozenFinder") as refused:
+        configured(monkeypatch, (1, 12000), "float32", (3, 3))
+    assert "use float32 state" not in str(refused.value)
+    # A frame as tall as its tiles needs as much, and the message says nothing of zeros.
+    with pytest.raises(ValueError, match="FrozenFinder") as refused:
+        configured(monkeypatch, (3, 12000), "float32", (3, 3))
+    assert "rows of zeros" not in str(refused.value)
+    # One row of 9 000 pixels fits, as three rows of them do.
+    assert configured(monkeypatch, (1, 9000), "float32", (3, 3)).shared <= H200_SHARED
+
+
 def test_the_engine_still_refuses_what_fits_no_cut(monkeypatch):
     with pytest.raises(ValueError, match="shared memory.*lower chunk_frames"):
         configured(monkeypatch, (64, 64), "float64", (3, 3), chunk_frames=100_000)
@@ -314,12 +338,12 @@ def shared_read_errors(e):
     ry, rx = e.cluster_size[0] // 2, e.cluster_size[1] // 2
     size = e.state_dtype.itemsize
     bands = SimpleNamespace(count=e.n_bands, words=e.spec.exchange_in_words)
-    tiles = SCAN_BYTES + e.spec.pixels_per_thread * 32 * 4   # no common-mode regions here
+    first_tile = SCAN_BYTES + e.spec.pixels_per_thread * 32 * 4   # no common-mode regions
     errors = []
     for b in range(e.n_bands):
         lo, hi = band_start(b, ny, nx, bands), band_start(b + 1, ny, nx, bands)
         t_lo, t_hi = tile_span(lo, hi, nx, ry)
-        end = tiles + 2 * ((t_hi - t_lo) * (nx + rx) + rx) * size
+        end = first_tile + 2 * ((t_hi - t_lo) * (nx + rx) + rx) * size
         if end > e.shared:
             errors.append(f"band {b} reads up to byte {end}, {e.shared} allocated")
     return errors

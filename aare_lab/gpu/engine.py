@@ -185,16 +185,22 @@ class FrozenEngine:
         if self.shared > limit:
             regions = (f", {cm_bytes} for {self.n_regions} common-mode regions"
                        if cm_bytes else "")
-            remedies = ["use float32 state", "split the frame (e.g. per detector module)"]
+            remedies = ["split the frame (e.g. per detector module)"]
+            if self.state_dtype != np.float32:
+                remedies.insert(0, "use float32 state")
             if cm_bytes:
                 remedies.append("use fewer common-mode regions")
             if 4 * self.chunk_frames > tiles:
                 remedies.append("lower chunk_frames")
+            remedies.append("find on the CPU (FrozenFinder finds the same clusters)")
+            # A tile holds the rows its windows read beyond the frame, as zeros.
+            short = (f", {ry} rows of zeros above and below a frame of {ny} rows included"
+                     if bands.tile_rows(ry) > ny else "")
             raise ValueError(
                 f"a {ny}x{nx} frame is too wide for the cuda finder with "
                 f"{self.state_dtype.name} state: one band of {band_rows} rows needs "
-                f"{self.shared} bytes of shared memory ({tiles} for its two tiles{regions}), "
-                f"this GPU has {limit}; {', '.join(remedies[:-1])} or {remedies[-1]}"
+                f"{self.shared} bytes of shared memory ({tiles} for its two tiles{short}"
+                f"{regions}), this GPU has {limit}; {', '.join(remedies[:-1])} or {remedies[-1]}"
             )
         with cuda_context("compiling the frozen kernel"):
             self.spec = KernelSpec(self.state_dtype.name, self.window_dtype.name,
@@ -211,9 +217,9 @@ class FrozenEngine:
         """Shared memory per block for ``bands``: in all, for the two tiles, for the
         common-mode regions (the layout of ``smem`` in the source)."""
         nx = self.frame_shape[1]
-        # Two tiles of the band and its halo, one per frame parity, each row followed by RX
-        # zeros (``tiles``, ``TILE_NX`` in the source); after the last frame their memory
-        # holds a count per frame (``band_first``).
+        # Two tiles of the band and its halo, one per frame parity, RX zeros before each row
+        # and after the last (``tiles``, ``TILE_NX`` in the source); after the last frame
+        # their memory holds a count per frame (``band_first``).
         rx = self.cluster_size[1] // 2
         size = self.state_dtype.itemsize
         tiles = 2 * (bands.tile_rows(ry) * (nx + rx) + rx) * size

@@ -1,0 +1,93 @@
+"""Where the slider's re-find spends its time beside the kernel: ``finder.spectrum()`` of
+device-resident frames, profiled on the host.
+
+Run on a machine with an NVIDIA GPU: ``python benchmarks/spectrum_profile.py``. In one
+process: the kernel alone (`gpu_pipeline.kernel_seconds`), the wall time of
+``finder.spectrum(frames)`` (`gpu_pipeline.repeat`, the finder's state restored before each
+run), and one more call under ``cProfile``, whose functions by own and by cumulative time
+show what the host does per call and per launch. The record (``spectrum_profile_*.json``)
+holds the times and the profile's top lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from cpu_finders import git_commit, write_record  # noqa: E402
+from gpu_pipeline import kernel_seconds, repeat  # noqa: E402
+from kernel_variants import MOENCH_PHOTONS  # noqa: E402
+
+from aare_lab import Pedestal  # noqa: E402
+from aare_lab.finders import CudaFinder  # noqa: E402
+from aare_lab.gpu import cupy_or_raise, device_info  # noqa: E402
+from aare_lab.params import parse_cluster_size  # noqa: E402
+from aare_lab.simulate import Beam, Simulator  # noqa: E402
+
+
+def profile_lines(profiler: cProfile.Profile, key: str, lines: int) -> str:
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats(key).print_stats(lines)
+    return out.getvalue()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=10240)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--size", default="3x3", help="cluster size")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--chunk-frames", type=int, default=CudaFinder.default_chunk_frames)
+    parser.add_argument("--lines", type=int, default=30, help="profile lines kept per order")
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    args = parser.parse_args(argv)
+    cp = cupy_or_raise()
+    sim = Simulator(beam=Beam(photons_per_frame=MOENCH_PHOTONS), seed=1)
+    dark = sim.dark(1000)
+    unique = sim.frames(512)[0]
+    dev = cp.asarray(np.resize(unique, (args.frames, *unique.shape[1:])))
+    ped = Pedestal(unique.shape[1:], 1000, args.dtype)
+    ped.push_dark(dark)
+    finder = CudaFinder(ped, 5.0, parse_cluster_size(args.size),
+                        chunk_frames=args.chunk_frames)
+    finder._to_device()
+    kernel = kernel_seconds(cp, finder, dev, args.repeats)
+    snap = finder.snapshot()
+    call = repeat(cp, lambda: finder.spectrum(dev, progress=False), args.repeats,
+                  lambda: finder.restore(snap))
+    finder.restore(snap)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    finder.spectrum(dev, progress=False)
+    cp.cuda.Device().synchronize()
+    profiler.disable()
+    by_own = profile_lines(profiler, "tottime", args.lines)
+    by_total = profile_lines(profiler, "cumulative", args.lines)
+    launches = -(-args.frames // args.chunk_frames)
+    print(f"{args.size} {args.dtype}, {args.frames} frames in {launches} launches: kernel "
+          f"alone {min(kernel) * 1e3:.2f} ms, spectrum() {min(call['seconds']) * 1e3:.2f} ms")
+    print(by_own)
+    print(by_total)
+    write_record({
+        "benchmark": "spectrum_profile", "date": datetime.now(timezone.utc).isoformat(),
+        "git_commit": git_commit(), "gpu": device_info(),
+        "parameters": {"frames": args.frames, "repeats": args.repeats, "cluster_size": args.size,
+                       "pedestal_dtype": args.dtype, "chunk_frames": args.chunk_frames,
+                       "launches": launches, "photons_per_frame": MOENCH_PHOTONS},
+        "kernel_seconds": kernel, "spectrum_seconds": call["seconds"],
+        "profile_by_own_time": by_own, "profile_by_cumulative_time": by_total,
+    }, args.out)
+
+
+if __name__ == "__main__":
+    main()
