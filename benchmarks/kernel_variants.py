@@ -74,6 +74,18 @@ VARIANTS = {
 }
 
 
+def device_frames(cp, shape: tuple[int, int], n_frames: int):
+    """The simulator's MÖNCH beam on frames of ``shape`` (photons per pixel kept): the
+    simulator, 1000 dark frames, and ``n_frames`` frames in GPU memory, 512 unique ones
+    repeated."""
+    ny, nx = shape
+    sim = Simulator(Detector(frame_shape=(ny, nx)),
+                    Beam(photons_per_frame=MOENCH_PHOTONS * ny * nx / MOENCH_PIXELS), seed=1)
+    dark = sim.dark(1000)
+    unique = sim.frames(512)[0]
+    return sim, dark, cp.asarray(np.resize(unique, (n_frames, ny, nx)))
+
+
 def patched(source: str, name: str) -> str:
     """``source`` with the text patches of the variant ``name``."""
     for old, new in VARIANTS[name][1]:
@@ -151,11 +163,7 @@ def main(argv=None):
         parser.error(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
     cp = cupy_or_raise()
     ny, nx = args.shape
-    sim = Simulator(Detector(frame_shape=(ny, nx)),
-                    Beam(photons_per_frame=MOENCH_PHOTONS * ny * nx / MOENCH_PIXELS), seed=1)
-    dark = sim.dark(1000)
-    unique = sim.frames(512)[0]
-    dev = cp.asarray(np.resize(unique, (args.frames, *unique.shape[1:])))
+    sim, dark, dev = device_frames(cp, (ny, nx), args.frames)
     source = (kernel_dir() / SOURCE).read_text()
     kernels = [(name, left_out, patched(source, name)) for name, (left_out, _) in VARIANTS.items()
                if name in chosen]
@@ -169,7 +177,7 @@ def main(argv=None):
                              "photons_per_frame": sim.beam.photons_per_frame},
               "cases": []}
     for dtype in args.dtypes.split(","):
-        ped = Pedestal(unique.shape[1:], 1000, dtype)
+        ped = Pedestal((ny, nx), 1000, dtype)
         ped.push_dark(dark)
         for size in (parse_cluster_size(s) for s in args.sizes.split(",")):
             for threads, chunk in itertools.product(

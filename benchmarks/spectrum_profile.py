@@ -19,20 +19,17 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from cpu_finders import git_commit, write_record  # noqa: E402
 from gpu_pipeline import kernel_seconds, repeat  # noqa: E402
-from kernel_variants import MOENCH_PHOTONS  # noqa: E402
+from kernel_variants import MOENCH_PHOTONS, device_frames  # noqa: E402
 
 from aare_lab import Pedestal  # noqa: E402
 from aare_lab.finders import CudaFinder  # noqa: E402
 from aare_lab.gpu import cupy_or_raise, device_info  # noqa: E402
 from aare_lab.params import parse_cluster_size  # noqa: E402
-from aare_lab.simulate import Beam, Simulator  # noqa: E402
 
 
 def profile_lines(profiler: cProfile.Profile, key: str, lines: int) -> str:
@@ -52,11 +49,8 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=HERE / "results")
     args = parser.parse_args(argv)
     cp = cupy_or_raise()
-    sim = Simulator(beam=Beam(photons_per_frame=MOENCH_PHOTONS), seed=1)
-    dark = sim.dark(1000)
-    unique = sim.frames(512)[0]
-    dev = cp.asarray(np.resize(unique, (args.frames, *unique.shape[1:])))
-    ped = Pedestal(unique.shape[1:], 1000, args.dtype)
+    _, dark, dev = device_frames(cp, (400, 400), args.frames)
+    ped = Pedestal((400, 400), 1000, args.dtype)
     ped.push_dark(dark)
     finder = CudaFinder(ped, 5.0, parse_cluster_size(args.size),
                         chunk_frames=args.chunk_frames)

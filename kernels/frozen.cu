@@ -406,7 +406,7 @@ __device__ void grid_barrier(unsigned int* counter, unsigned int k)
     __syncthreads();
 }
 
-// The first pixel (raster order) of band b; its twin on the host is band_start
+// The first pixel (raster order) of band b; its twin on the host is cut_bands
 // (aare_lab/gpu/bands.py). With flags a band waits for its two neighbours
 // alone, so bands are whole rows, at least RY of them (the host cuts no more bands). With
 // words every value names its frame and any band may read it, so the frame is cut into

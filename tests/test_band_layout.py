@@ -50,6 +50,16 @@ def tile_span(lo, hi, nx, ry):
     return lo // nx - ry, (hi - 1) // nx + 1 + ry
 
 
+def tile_size(t_lo, t_hi, nx, rx):
+    """The kernel's ``tile_size``: values in a tile of rows ``t_lo..t_hi``."""
+    return (t_hi - t_lo) * (nx + rx) + rx
+
+
+def halo_span(t_lo, t_hi, ny, nx):
+    """The kernel's ``halo_lo``, ``halo_hi``: the frame's pixels among a tile's rows."""
+    return max(t_lo, 0) * nx, min(t_hi, ny) * nx
+
+
 def tile_index(g, t_lo, nx, rx):
     """The kernel's place of frame pixel ``g`` in a tile of rows from ``t_lo``: rows
     ``nx + rx`` apart, ``rx`` zeros in front of each."""
@@ -58,8 +68,9 @@ def tile_index(g, t_lo, nx, rx):
 
 #: Where a window's taps start, in the decision and in the stores alike.
 CORNER = "const STATE_T* corner = tile + (i - RY - t_lo) * TILE_NX + j;"
-#: The lines of ``kernels/frozen.cu`` that `band_start`, `tile_span`, `tile_index`,
-#: `layout_errors`, `window_errors` and `shared_read_errors` restate.
+#: The lines of ``kernels/frozen.cu`` that `band_start`, `tile_span`, `tile_size`,
+#: `halo_span`, `tile_index`, `layout_errors`, `window_errors` and `shared_read_errors`
+#: restate.
 KERNEL_LINES = [
     "return (int)(((long long)b * ny * FRAME_NX) / n_bands);",
     "return (int)(((long long)b * ny) / n_bands) * FRAME_NX;",
@@ -116,7 +127,7 @@ def layout_errors(ny, nx, ry, bands, send_margin=0, threads=1024):
             errors.append(f"band {b}'s tile of {t_hi - t_lo} rows overflows "
                           f"{bands.tile_rows(ry)}")
         read = set()
-        halo_lo, halo_hi = max(t_lo, 0) * nx, min(t_hi, ny) * nx
+        halo_lo, halo_hi = halo_span(t_lo, t_hi, ny, nx)
         for g in itertools.chain(range(halo_lo, lo), range(hi, halo_hi)):
             if g not in sent:
                 errors.append(f"band {b} reads pixel {g}, which band {holder[g]} never sends")
@@ -214,8 +225,8 @@ def window_errors(ny, nx, cluster_size, bands, index=tile_index):
     for b in range(bands.count):
         lo, hi = band_start(b, ny, nx, bands), band_start(b + 1, ny, nx, bands)
         t_lo, t_hi = tile_span(lo, hi, nx, ry)
-        tile = np.zeros((t_hi - t_lo) * (nx + rx) + rx)
-        g = np.arange(max(t_lo, 0) * nx, min(t_hi, ny) * nx)
+        tile = np.zeros(tile_size(t_lo, t_hi, nx, rx))
+        g = np.arange(*halo_span(t_lo, t_hi, ny, nx))
         tile[index(g, t_lo, nx, rx)] = frame.flat[g]
         i, j = np.divmod(np.arange(lo, hi), nx)
         corner = (i - ry - t_lo) * (nx + rx) + j
@@ -343,7 +354,7 @@ def shared_read_errors(e):
     for b in range(e.n_bands):
         lo, hi = band_start(b, ny, nx, bands), band_start(b + 1, ny, nx, bands)
         t_lo, t_hi = tile_span(lo, hi, nx, ry)
-        end = first_tile + 2 * ((t_hi - t_lo) * (nx + rx) + rx) * size
+        end = first_tile + 2 * tile_size(t_lo, t_hi, nx, rx) * size
         if end > e.shared:
             errors.append(f"band {b} reads up to byte {end}, {e.shared} allocated")
     return errors
