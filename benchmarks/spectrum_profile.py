@@ -2,11 +2,19 @@
 device-resident frames, profiled on the host.
 
 Run on a machine with an NVIDIA GPU: ``python benchmarks/spectrum_profile.py``. In one
-process: the kernel alone (`gpu_pipeline.kernel_seconds`), the wall time of
-``finder.spectrum(frames)`` (`gpu_pipeline.repeat`, the finder's state restored before each
-run), and one more call under ``cProfile``, whose functions by own and by cumulative time
-show what the host does per call and per launch. The record (``spectrum_profile_*.json``)
-holds the times and the profile's top lines.
+process:
+
+- the kernel alone (`gpu_pipeline.kernel_seconds`), without and with the device spectrum;
+- the wall time of ``finder.spectrum(frames)`` (`gpu_pipeline.repeat`, the finder's state
+  restored before each run);
+- one call's timeline: CUDA events on the compute stream around every launch's queued work
+  and host clocks at each launch, so the call splits into the host's time before the first
+  launch, the launches' GPU time, the gaps between them, and the host's time after the last;
+- one more call under ``cProfile``, whose functions by own and by cumulative time show what
+  the host does per call and per launch.
+
+The record (``spectrum_profile_*.json``) holds the times, the timeline and the profile's top
+lines.
 """
 
 from __future__ import annotations
@@ -16,8 +24,11 @@ import cProfile
 import io
 import pstats
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
+
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -38,6 +49,39 @@ def profile_lines(profiler: cProfile.Profile, key: str, lines: int) -> str:
     return out.getvalue()
 
 
+def timeline(cp, finder, dev) -> dict:
+    """One ``spectrum()`` call split by CUDA events around each launch's queued work (the
+    state copies, zeroing and kernel of `FrozenEngine._run`) and host clocks."""
+    engine = finder._engine
+    marks = []
+    run = engine._run
+
+    def timed_run(*args):
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        queued = time.perf_counter()
+        start.record(engine.compute)
+        run(*args)
+        stop.record(engine.compute)
+        marks.append((queued, start, stop))
+
+    engine._run = timed_run
+    try:
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        finder.spectrum(dev, progress=False)
+        wall = time.perf_counter() - t0
+    finally:
+        del engine._run
+    kernels = [cp.cuda.get_elapsed_time(a, b) / 1e3 for _, a, b in marks]
+    gaps = [cp.cuda.get_elapsed_time(marks[k][2], marks[k + 1][1]) / 1e3
+            for k in range(len(marks) - 1)]
+    span = cp.cuda.get_elapsed_time(marks[0][1], marks[-1][2]) / 1e3
+    return {"wall_seconds": wall, "launches": len(marks),
+            "host_before_first_launch_seconds": marks[0][0] - t0,
+            "gpu_span_seconds": span, "launch_seconds": kernels, "gap_seconds": gaps,
+            "host_queue_offsets_seconds": [q - t0 for q, _, _ in marks]}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=10240)
@@ -56,9 +100,17 @@ def main(argv=None):
                         chunk_frames=args.chunk_frames)
     finder._to_device()
     kernel = kernel_seconds(cp, finder, dev, args.repeats)
+    edges = np.linspace(0.0, 2000.0, 201)
+    finder._engine.set_spectrum(edges, False)
+    try:
+        kernel_hist = kernel_seconds(cp, finder, dev, args.repeats)
+    finally:
+        finder._engine.set_spectrum(None, False)
     snap = finder.snapshot()
     call = repeat(cp, lambda: finder.spectrum(dev, progress=False), args.repeats,
                   lambda: finder.restore(snap))
+    finder.restore(snap)
+    line = timeline(cp, finder, dev)
     finder.restore(snap)
     profiler = cProfile.Profile()
     profiler.enable()
@@ -68,8 +120,16 @@ def main(argv=None):
     by_own = profile_lines(profiler, "tottime", args.lines)
     by_total = profile_lines(profiler, "cumulative", args.lines)
     launches = -(-args.frames // args.chunk_frames)
+    after = line["wall_seconds"] - line["host_before_first_launch_seconds"] \
+        - line["gpu_span_seconds"]
     print(f"{args.size} {args.dtype}, {args.frames} frames in {launches} launches: kernel "
-          f"alone {min(kernel) * 1e3:.2f} ms, spectrum() {min(call['seconds']) * 1e3:.2f} ms")
+          f"alone {min(kernel) * 1e3:.2f} ms, with the spectrum {min(kernel_hist) * 1e3:.2f} ms, "
+          f"spectrum() {min(call['seconds']) * 1e3:.2f} ms")
+    print(f"one call {line['wall_seconds'] * 1e3:.2f} ms: host before the first launch "
+          f"{line['host_before_first_launch_seconds'] * 1e3:.2f} ms, launches "
+          f"{sum(line['launch_seconds']) * 1e3:.2f} ms, gaps {sum(line['gap_seconds']) * 1e3:.2f} "
+          f"ms (largest {max(line['gap_seconds'], default=0) * 1e6:.0f} us), after the last "
+          f"{after * 1e3:.2f} ms (host queueing and GPU start included)")
     print(by_own)
     print(by_total)
     write_record({
@@ -78,7 +138,8 @@ def main(argv=None):
         "parameters": {"frames": args.frames, "repeats": args.repeats, "cluster_size": args.size,
                        "pedestal_dtype": args.dtype, "chunk_frames": args.chunk_frames,
                        "launches": launches, "photons_per_frame": MOENCH_PHOTONS},
-        "kernel_seconds": kernel, "spectrum_seconds": call["seconds"],
+        "kernel_seconds": kernel, "kernel_with_spectrum_seconds": kernel_hist,
+        "spectrum_seconds": call["seconds"], "timeline": line,
         "profile_by_own_time": by_own, "profile_by_cumulative_time": by_total,
     }, args.out)
 

@@ -354,6 +354,15 @@ __device__ __forceinline__ int tile_index(int g, int t_lo)
     return g + (i + 1) * RX - t_lo * TILE_NX;
 }
 
+// The first tap of the window centred on frame pixel (i, j), in a tile of rows from t_lo
+// (tile_index's layout; the centre is corner[RY * TILE_NX + RX]). The decision and the
+// stores read every window from here.
+__device__ __forceinline__ const STATE_T* window_corner(const STATE_T* tile, int i, int j,
+                                                         int t_lo)
+{
+    return tile + (i - RY - t_lo) * TILE_NX + j;
+}
+
 // ---------------------------------------------------------------- synchronisation
 
 // Exclusive scan of one int per thread; blockDim.x is a multiple of 32. `sums` holds 33
@@ -606,7 +615,7 @@ frozen_chunk(
                 const long long r = (long long)b * region_cap + rank;
                 WINDOW_T* w = region_win + r * WINDOW_SIZE;
                 // Taps outside the frame read zeros, stored as 0 (_decision.store_window).
-                const STATE_T* corner = tile + (i - RY - t_lo) * TILE_NX + j;
+                const STATE_T* corner = window_corner(tile, i, j, t_lo);
                 for (int tap = lane; tap < WINDOW_SIZE; tap += 32)
                     w[tap] = stored_value(corner[(tap / CLUSTER_NX) * TILE_NX + tap % CLUSTER_NX]);
                 if (lane == 0) {
@@ -831,13 +840,13 @@ frozen_chunk(
             const int p = k * T + tid;
             const int i = (band + p) / nx, j = (band + p) % nx;
             if (p < P) {
-                const STATE_T vp = tile[tile_index(band + p, t_lo)];
-                STATE_T tot = 0;
-                STATE_T m = vp;
                 // Every tap in raster order, as window_taps adds them, the same unrolled way
                 // for every pixel: a warp with two ways would take both, and every band
                 // would wait for its slowest warp (kernels/README.md, "Tiles with zeros").
-                const STATE_T* corner = tile + (i - RY - t_lo) * TILE_NX + j;
+                const STATE_T* corner = window_corner(tile, i, j, t_lo);
+                const STATE_T vp = corner[RY * TILE_NX + RX];
+                STATE_T tot = 0;
+                STATE_T m = vp;
 #pragma unroll
                 for (int a = 0; a < CLUSTER_NY; ++a)
 #pragma unroll

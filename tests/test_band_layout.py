@@ -67,7 +67,7 @@ def tile_index(g, t_lo, nx, rx):
 
 
 #: Where a window's taps start, in the decision and in the stores alike.
-CORNER = "const STATE_T* corner = tile + (i - RY - t_lo) * TILE_NX + j;"
+CORNER = "const STATE_T* corner = window_corner(tile, i, j, t_lo);"
 #: The lines of ``kernels/frozen.cu`` that `band_start`, `tile_span`, `tile_size`,
 #: `halo_span`, `tile_index`, `layout_errors`, `window_errors` and `shared_read_errors`
 #: restate.
@@ -89,7 +89,9 @@ KERNEL_LINES = [
     "receive_value(&slot[idx], f + 1, tile[tile_index(idx, t_lo)]);",
     "tile[tile_index(idx, t_lo)] = __ldcg(&slot[idx]);",
     "for (int k = tid; k < 2 * tile_size; k += T)\n        tiles[k] = 0;",
+    "return tile + (i - RY - t_lo) * TILE_NX + j;",
     CORNER,
+    "const STATE_T vp = corner[RY * TILE_NX + RX];",
     "const STATE_T val = corner[a * TILE_NX + c];",
     "w[tap] = stored_value(corner[(tap / CLUSTER_NX) * TILE_NX + tap % CLUSTER_NX]);",
 ]
