@@ -41,7 +41,6 @@ frames too (docs/algorithm.md, int16 windows), whose values may lawfully reach 6
 
 from __future__ import annotations
 
-import functools
 import os
 
 import numpy as np
@@ -80,20 +79,22 @@ class GainBitsWarning(UserWarning):
     pixels that switched gain, taken as ADC counts."""
 
 
-def gain_bits_per_frame(frames):
+def gain_bits_per_frame(frames: np.ndarray) -> np.ndarray:
     """Per frame of a stack, the pixels whose gain bits are not G0's 00 (values above
     ``ADC_MASK``).
+
+    The cuda finder counts them in its kernel, from the values it reads anyway
+    (``kernels/frozen.cu``, ``n_gain_bits``).
 
     Parameters
     ----------
     frames
-        ``(n, ny, nx)`` uint16 counts, a NumPy or a CuPy array.
+        ``(n, ny, nx)`` uint16 counts.
 
     Returns
     -------
-    numpy.ndarray or cupy.ndarray
-        int64 counts, one per frame, on the frames' device: a CuPy stack is counted by
-        one kernel queued on the current stream, without waiting for it.
+    numpy.ndarray
+        int64 counts, one per frame.
 
     Examples
     --------
@@ -104,29 +105,13 @@ def gain_bits_per_frame(frames):
     """
     # One pass without a temporary settles the common case, frames within 14 bits: about
     # 0.5 ms per 64 frames of 400x400 on one core, under 0.5 % of the CPU finders' time.
-    if isinstance(frames, np.ndarray):
-        if int(frames.max(initial=0)) <= ADC_MASK:
-            return np.zeros(len(frames), np.int64)
-        return (frames > ADC_MASK).sum(axis=(1, 2))
-    # On the GPU one fused pass, queued without waiting: a comparison, a boolean temporary
-    # and a sum cost the cuda finder 12-15 % on frames already there (H200,
-    # benchmarks/results/gpu_pipeline_20261202T013055.json), a maximum read back would wait.
-    return _device_gain_bits_kernel()(frames, axis=(1, 2))
-
-
-@functools.cache
-def _device_gain_bits_kernel():
-    import cupy
-
-    return cupy.ReductionKernel("uint16 x", "int64 y", f"x > {ADC_MASK}", "a + b", "y = a",
-                                "0", "gain_bits_per_frame", reduce_type="long long")
+    if int(frames.max(initial=0)) <= ADC_MASK:
+        return np.zeros(len(frames), np.int64)
+    return (frames > ADC_MASK).sum(axis=(1, 2))
 
 
 class GainBitsTally:
     """Pixels and frames with gain bits counted chunk by chunk, reported once per run.
-
-    Counts of CuPy chunks stay on the device until they are read (`counts`), so that
-    counting never waits for the GPU.
 
     Examples
     --------
@@ -145,35 +130,17 @@ class GainBitsTally:
 
     def reset(self) -> None:
         """Forget what was counted."""
-        self._per_frame = []
         self._totals = (0, 0, 0)
 
-    def add(self, per_frame) -> None:
-        """Count one chunk, given `gain_bits_per_frame` of it (kept as it is, on its device,
-        until `counts` reads it, and summed there every `FOLD` chunks)."""
-        self._per_frame.append(per_frame)
-        if len(self._per_frame) >= self.FOLD:
-            self._fold()
-
-    #: Chunks kept apart before they are summed: memory stays bounded over a run that
-    #: nobody reads (`Finder.find_batches` without `report_gain_bits`).
-    FOLD = 64
-
-    def _fold(self) -> None:
-        # On the device for CuPy chunks: sums queued, nothing read back.
+    def add(self, per_frame: np.ndarray) -> None:
+        """Count one chunk, given `gain_bits_per_frame` of it."""
         pixels, hit, frames = self._totals
-        for part in self._per_frame:
-            pixels = pixels + part.sum()
-            hit = hit + (part > 0).sum()
-            frames += len(part)
-        self._per_frame = []
-        self._totals = (pixels, hit, frames)
+        self._totals = (pixels + int(per_frame.sum()), hit + int((per_frame > 0).sum()),
+                        frames + len(per_frame))
 
     def counts(self) -> tuple[int, int, int]:
         """``(pixels, frames with any, frames counted)`` so far."""
-        self._fold()
-        pixels, hit, frames = self._totals
-        return int(pixels), int(hit), frames
+        return self._totals
 
     def take(self, what: str) -> str | None:
         """The warning for what was counted (None if no pixel had gain bits), and reset.

@@ -120,8 +120,9 @@ typedef STATE_T exchange_t;
 #define ST_G1 1
 #define ST_G2 2
 #define ST_FLAGGED 3
-#define ADC_MASK 0x3FFF
 #endif
+// The 14 bits of a JUNGFRAU count below its gain bits (jungfrau.ADC_MASK).
+#define ADC_MASK 0x3FFF
 
 // ---------------------------------------------------------------- the contract's arithmetic
 
@@ -508,6 +509,9 @@ frozen_chunk(
     const STATE_T* __restrict__ cal_pedestal,   // [3][ny][nx] per-gain pedestals (ADU)
     const STATE_T* __restrict__ cal_gain,       // [3][ny][nx] per-gain gains (ADU/keV)
     unsigned long long* n_flagged               // [n_frames] flagged pixels, zeroed
+#else
+    ,
+    unsigned long long* n_gain_bits             // [n_frames] pixels above ADC_MASK, zeroed
 #endif
     )
 {
@@ -690,6 +694,24 @@ frozen_chunk(
             }
             if (flagged)
                 atomicAdd(&n_flagged[f], flagged);
+        }
+#else
+        // The pixels whose gain bits are not G0's (jungfrau.gain_bits_per_frame, the host's
+        // twin), counted from the values already in registers: a pass of its own over the
+        // frames cost the re-find 2 ms per 10 000 frames (benchmarks/README.md). A warp adds
+        // only where one of its pixels has them, once, so the common case costs a vote.
+        {
+            unsigned int high = 0;
+#pragma unroll
+            for (int k = 0; k < PIXELS_PER_THREAD; ++k)
+                high += k * T + tid < P && raw[k] > ADC_MASK;
+            if (__any_sync(0xffffffffu, high)) {
+                // Shuffles, not __reduce_add_sync, which would need sm_80.
+                for (int d = 16; d > 0; d >>= 1)
+                    high += __shfl_xor_sync(0xffffffffu, high, d);
+                if (lane == 0)
+                    atomicAdd(&n_gain_bits[f], (unsigned long long)high);
+            }
         }
 #endif
 

@@ -240,7 +240,6 @@ class CudaFinder(Finder):
                         frames, copied = chunk.frames, None
                     else:
                         frames, copied = feed.put(chunk.frames)
-                    self._count_gain_bits_queued(frames, copied)
                     slots = self._map_slots(chunk.numbers, wanted) if wanted else None
                     launch = engine.launch(frames, slots, wait=copied, clusters=clusters)
                     if not on_device:
@@ -270,6 +269,10 @@ class CudaFinder(Finder):
         # queued behind the launch after next overwrite, and that launch is queued when
         # the caller asks for the next batch: the caller copies them before that.
         out = self._engine.collect(launch, clusters=clusters, copy=not borrow)
+        # Counted by the kernel (frames without a calibration), taken as its chunk is
+        # handed out: a chunk rewound after an early stop is counted when it runs again.
+        if out.gain_bits is not None and self._counting_gain_bits:
+            self.gain_bits.add(out.gain_bits)
         numbers = np.asarray(numbers, np.int64)
         return ClusterBatch(
             frame_numbers=numbers, n_found=out.n_found, n_kept=out.n_kept,
@@ -278,19 +281,6 @@ class CudaFinder(Finder):
             branch_frames=numbers[slots >= 0] if slots is not None else np.zeros(0, np.int64),
             common_mode=out.common_mode, common_mode_pixels=out.common_mode_pixels,
             n_flagged=out.n_flagged)
-
-    def _count_gain_bits_queued(self, frames, copied) -> None:
-        """`_count_gain_bits` of a chunk on the GPU, queued on the compute stream after its
-        copy and before its kernel: its frame slot is not reused before the count is done,
-        no host pass over the frames competes with staging, and nothing waits; the counts
-        are read after the run (`report_gain_bits`)."""
-        if not self._counting_gain_bits:
-            return
-        compute = self._engine.compute
-        with compute:
-            if copied is not None:
-                compute.wait_event(copied)
-            self._count_gain_bits(frames)
 
     @contextmanager
     def _host_chunks(self, source: FrameSource) -> Iterator[Iterator]:

@@ -52,7 +52,9 @@ PREFETCH_MARGIN = 1.1
 class ChunkOutput(NamedTuple):
     """What the kernel found in one chunk, on the host (NumPy arrays it owns).
 
-    The clusters come frame by frame, ``n_kept[k]`` of them for frame ``k``.
+    The clusters come frame by frame, ``n_kept[k]`` of them for frame ``k``. Per frame,
+    ``n_flagged`` counts the pixels a calibration flags and ``gain_bits`` (frames without a
+    calibration) the pixels whose gain bits are set (`aare_lab.jungfrau.gain_bits_per_frame`).
     """
 
     n_found: np.ndarray
@@ -64,6 +66,7 @@ class ChunkOutput(NamedTuple):
     common_mode: np.ndarray | None
     common_mode_pixels: np.ndarray | None
     n_flagged: np.ndarray | None = None
+    gain_bits: np.ndarray | None = None
 
 
 class Launch(NamedTuple):
@@ -245,8 +248,10 @@ class FrozenEngine:
         self.seg_start = cp.zeros((c, G), cp.int32)
         self.frame_start = cp.zeros(c, cp.int32)
         self.counts = [cp.zeros((c, G), cp.int32) for _ in range(2)]
-        self.meta = [cp.zeros(2 * c + 2, cp.int64) for _ in range(2)]
-        self.meta_host = [pinned_array(cp, (2 * c + 2,), np.int64) for _ in range(2)]
+        # Per launch, copied to the host in one piece: n_found and n_kept per frame, the
+        # clusters written, the overflow flag, and the pixels with gain bits per frame.
+        self.meta = [cp.zeros(3 * c + 2, cp.int64) for _ in range(2)]
+        self.meta_host = [pinned_array(cp, (3 * c + 2,), np.int64) for _ in range(2)]
         self.no_maps = cp.full(c, -1, cp.int64)
         self.no_map_buffer = cp.zeros(1, cp.uint8)
         self.no_edges = cp.zeros(2, cp.float64)
@@ -380,6 +385,8 @@ class FrozenEngine:
             self._found_rows[slot] = n_out
             n_found = meta[:n].copy()
             n_kept = meta[c:c + n].copy()
+            gain_bits = meta[2 * c + 2:2 * c + 2 + n].copy() if self.calibration is None \
+                else None
             wy, wx = self.cluster_size
             if clusters and n_out:
                 held = self._host[slot]
@@ -403,7 +410,8 @@ class FrozenEngine:
             flagged = None
             if self.calibration is not None:
                 flagged = self.n_flagged[slot][:n].get().astype(np.int64)
-        return ChunkOutput(n_found, n_kept, ys, xs, windows, maps, common, pixels, flagged)
+        return ChunkOutput(n_found, n_kept, ys, xs, windows, maps, common, pixels, flagged,
+                           gain_bits)
 
     # --------------------------------------------------------------- helpers
     def _queue_fetch(self, slot: int, done, rows: int):
@@ -502,22 +510,23 @@ class FrozenEngine:
         if self.labels is not None:
             cp.cuda.runtime.memsetAsync(self.cm_acc.data.ptr, 0, self.cm_acc.nbytes,
                                         self.compute.ptr)
-        gain_switching = ()
         if self.calibration is not None:
             flagged = self.n_flagged[slot]
             cp.cuda.runtime.memsetAsync(flagged.data.ptr, 0, flagged.nbytes, self.compute.ptr)
-            gain_switching = (*self.cal, flagged)
+            trailing = (*self.cal, flagged)
+        else:
+            trailing = (meta[2 * c + 2:],)
         args = (frames, np.int32(n), np.int32(ny),
                 self.off, s, s2, self.rms_fixed, np.int32(self.fixed),
                 t(self.N), t(self.nsig), t(self.c3), np.int32(self.cap),
                 self.exchange, self.sync, self.counts[slot], np.int32(self.region_cap),
                 region_win, region_pos, self.seg_start, self.frame_start,
-                meta[:c], meta[c:2 * c], meta[2 * c:2 * c + 1], meta[2 * c + 1:],
+                meta[:c], meta[c:2 * c], meta[2 * c:2 * c + 1], meta[2 * c + 1:2 * c + 2],
                 out_win, out_y, out_x, map_slot, maps,
                 edges, np.int32(n_bins), hist,
                 np.int32(pixel is not None), self.no_pixel_hist if pixel is None else pixel,
                 self.cm_labels, np.int32(self.n_regions), self.cm_acc, self.cm_out[slot],
-                self.cm_pixels[slot], *gain_switching)
+                self.cm_pixels[slot], *trailing)
         self.kernel((self.n_bands, 1, 1), (self.threads, 1, 1), args, shared_mem=self.shared,
                     stream=self.compute, enable_cooperative_groups=True)
 
