@@ -695,24 +695,6 @@ frozen_chunk(
             if (flagged)
                 atomicAdd(&n_flagged[f], flagged);
         }
-#else
-        // The pixels whose gain bits are not G0's (jungfrau.gain_bits_per_frame, the host's
-        // twin), counted from the values already in registers: a pass of its own over the
-        // frames cost the re-find 2 ms per 10 000 frames (benchmarks/README.md). A warp adds
-        // only where one of its pixels has them, once, so the common case costs a vote.
-        {
-            unsigned int high = 0;
-#pragma unroll
-            for (int k = 0; k < PIXELS_PER_THREAD; ++k)
-                high += k * T + tid < P && raw[k] > ADC_MASK;
-            if (__any_sync(0xffffffffu, high)) {
-                // Shuffles, not __reduce_add_sync, which would need sm_80.
-                for (int d = 16; d > 0; d >>= 1)
-                    high += __shfl_xor_sync(0xffffffffu, high, d);
-                if (lane == 0)
-                    atomicAdd(&n_gain_bits[f], (unsigned long long)high);
-            }
-        }
 #endif
 
 #if COMMON_MODE
@@ -830,6 +812,26 @@ frozen_chunk(
 #endif
         if (f > 0)
             write_stores(f - 1);
+#if !GAIN_SWITCHING
+        // The pixels whose gain bits are not G0's (jungfrau.gain_bits_per_frame, the host's
+        // twin), counted from the values already in registers while the neighbouring bands
+        // catch up (before the values, float64 3x3 ran 6 % slower): a pass of its own over
+        // the frames cost the re-find 2 ms per 10 000 frames (benchmarks/README.md). A warp
+        // adds only where one of its pixels has them, once, so the common case costs a vote.
+        {
+            unsigned int high = 0;
+#pragma unroll
+            for (int k = 0; k < PIXELS_PER_THREAD; ++k)
+                high += k * T + tid < P && raw[k] > ADC_MASK;
+            if (__any_sync(0xffffffffu, high)) {
+                // Shuffles, not __reduce_add_sync, which would need sm_80.
+                for (int d = 16; d > 0; d >>= 1)
+                    high += __shfl_xor_sync(0xffffffffu, high, d);
+                if (lane == 0)
+                    atomicAdd(&n_gain_bits[f], (unsigned long long)high);
+            }
+        }
+#endif
         if (G > 1) {
 #if !EXCHANGE_IN_WORDS
             if (b > 0)
