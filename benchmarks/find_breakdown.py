@@ -12,7 +12,8 @@ calling thread spends in each stage (wrappers around the methods, summed over th
 - ``sink_add``: copying a batch into the result's growing arrays with its energies
   (``MemorySink.add``);
 - ``launch``: queueing a chunk's kernel and the copies behind it (``FrozenEngine.launch``);
-- ``gain_count``: queueing the count of gain bits (``CudaFinder._count_gain_bits_queued``);
+- ``gain_count``: queueing the count of gain bits (``CudaFinder._count_gain_bits_queued``),
+  in trees before the kernel counted them itself (since 3efd290 this stage is None);
 - ``frame_numbers``: each cluster's frame number (``aare_lab._repeat.repeat``), in trees
   before the sink wrote them itself (since 2026-12-02's second session they are part of
   ``sink_add``, and this stage is None);

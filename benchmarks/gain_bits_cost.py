@@ -5,7 +5,7 @@ Run on a machine with an NVIDIA GPU: ``python benchmarks/gain_bits_cost.py``. On
 dense MÖNCH03 frames (400x400, 2300 photons per frame) on the device, ``spectrum`` of
 3x3 clusters (float32 pedestal) with the count and without it (the finder's ``gain_bits``
 set to None), alternately, ``--repeats`` times each; writes
-``benchmarks/results/gain_bits_cost_<time>.json``. Since ad9f361 the kernel counts in any
+``benchmarks/results/gain_bits_cost_<time>.json``. Since 3efd290 the kernel counts in any
 case (``n_gain_bits``), so the two differ by the host's tally alone; the kernel's share is
 timed by ``kernel_variants.py --baseline`` against a source without it.
 """

@@ -7,9 +7,11 @@ process:
 - the kernel alone (`gpu_pipeline.kernel_seconds`), without and with the device spectrum;
 - the wall time of ``finder.spectrum(frames)`` (`gpu_pipeline.repeat`, the finder's state
   restored before each run);
-- one call's timeline: CUDA events on the compute stream around every launch's queued work
-  and host clocks at each launch, so the call splits into the host's time before the first
-  launch, the launches' GPU time, the gaps between them, and the host's time after the last;
+- one call's timeline: CUDA events on the compute stream around every `FrozenEngine._run`
+  (a launch's zeroing and kernel; the state copies queued before it fall in the gaps, and
+  a chunk repeated after a region overflow counts as one more launch) and host clocks at
+  each, so the call splits into the host's time before the first launch, the launches' GPU
+  time, the gaps between them, and the host's time after the last;
 - one more call under ``cProfile``, whose functions by own and by cumulative time show what
   the host does per call and per launch.
 
@@ -50,8 +52,8 @@ def profile_lines(profiler: cProfile.Profile, key: str, lines: int) -> str:
 
 
 def timeline(cp, finder, dev) -> dict:
-    """One ``spectrum()`` call split by CUDA events around each launch's queued work (the
-    state copies, zeroing and kernel of `FrozenEngine._run`) and host clocks."""
+    """One ``spectrum()`` call split by CUDA events around each `FrozenEngine._run` (the
+    zeroing and the kernel) and host clocks."""
     engine = finder._engine
     marks = []
     run = engine._run

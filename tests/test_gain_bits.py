@@ -136,10 +136,12 @@ def test_the_cuda_finder_counts_as_the_cpu(run, where):
 
 
 @pytest.mark.gpu
-def test_the_cuda_finder_counts_every_switched_pixel(run):
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_the_cuda_finder_counts_every_switched_pixel(run, dtype):
     # From none to every pixel switched, frame by frame, over chunks of 3 frames: a warp
-    # adds its pixels' count once, whether one lane or all have gain bits, and the block's
-    # threads past the frame's last pixel add nothing.
+    # adds its pixels' count once, whether one lane or all have gain bits, the block's
+    # threads past the frame's last pixel add nothing, and each count is its own frame's;
+    # float64 state sends edge rows with flags, float32 in words (load_next after the halo).
     import cupy
 
     dark, frames, _ = run
@@ -148,11 +150,32 @@ def test_the_cuda_finder_counts_every_switched_pixel(run):
                                  np.uint16(G1), np.uint16(0))
     per_frame = gain_bits_per_frame(switched)
     assert per_frame[0] == 0 and per_frame[-1] == frames[0].size and len(set(per_frame)) > 4
-    expected = (int(per_frame.sum()), int((per_frame > 0).sum()), len(frames))
-    finder = CudaFinder(train_pedestal(dark, N_DARK, progress=False), chunk_frames=3)
-    for source in (switched, cupy.asarray(switched)):
+    finder = CudaFinder(train_pedestal(dark, N_DARK, dtype=dtype, progress=False),
+                        chunk_frames=3)
+    handed, add = [], finder.gain_bits.add
+    finder.gain_bits.add = lambda counts: (handed.append(counts.copy()), add(counts))
+
+    def counted(source):
+        handed.clear()
         assert sum(len(b.frame_numbers) for b in finder.find_batches(source)) == len(frames)
-        assert finder.gain_bits.counts() == expected
+        return np.concatenate(handed).tolist()
+
+    for source in (switched, cupy.asarray(switched)):
+        assert counted(source) == per_frame.tolist()
+        assert finder.gain_bits.counts() == (int(per_frame.sum()), int((per_frame > 0).sum()),
+                                             len(frames))
+    # A band whose region overflows repeats its chunk, which counts again from zero.
+    finder._engine.region_cap = 4
+    assert counted(switched) == per_frame.tolist()
+    assert finder._engine.region_cap > 4
+    # Stopped after the first chunk: the chunk queued behind it is rewound, not counted.
+    handed.clear()
+    batches = finder.find_batches(switched)
+    next(batches)
+    batches.close()
+    assert np.concatenate(handed).tolist() == per_frame[:3].tolist()
+    assert finder.gain_bits.counts() == (int(per_frame[:3].sum()),
+                                         int((per_frame[:3] > 0).sum()), 3)
 
 
 def test_mönch_like_frames_do_not_warn(run):
