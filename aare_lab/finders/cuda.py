@@ -270,7 +270,7 @@ class CudaFinder(Finder):
         # the caller asks for the next batch: the caller copies them before that.
         out = self._engine.collect(launch, clusters=clusters, copy=not borrow)
         # Counted by the kernel (frames without a calibration), taken as its chunk is
-        # handed out: a chunk rewound after an early stop is counted when it runs again.
+        # handed out, so a chunk rewound after an early stop is not counted.
         if out.gain_bits is not None and self._counting_gain_bits:
             self.gain_bits.add(out.gain_bits)
         numbers = np.asarray(numbers, np.int64)
