@@ -496,6 +496,8 @@ frozen_chunk(
     WINDOW_T* region_win, int* region_pos,   // windows; (y, x, frame) per cluster
     int* seg_start,               // [n_frames][gridDim.x] first kept rank of a band in a frame
     int* frame_start,             // [n_frames] first output row of a frame
+    // n_found ... overflow and the last parameter lie in one array, zeroed before each run
+    // and copied to the host in one piece (engine.Meta)
     long long* n_found, long long* n_kept,   // [n_frames]
     long long* n_out,             // clusters written to the output
     long long* overflow,          // set when a band found more than region_cap clusters
@@ -512,10 +514,10 @@ frozen_chunk(
     ,
     const STATE_T* __restrict__ cal_pedestal,   // [3][ny][nx] per-gain pedestals (ADU)
     const STATE_T* __restrict__ cal_gain,       // [3][ny][nx] per-gain gains (ADU/keV)
-    unsigned long long* n_flagged               // [n_frames] flagged pixels, zeroed
+    unsigned long long* n_flagged               // [n_frames] flagged pixels
 #else
     ,
-    unsigned long long* n_gain_bits             // [n_frames] pixels above ADC_MASK, zeroed
+    unsigned long long* n_gain_bits             // [n_frames] pixels above ADC_MASK
 #endif
     )
 {

@@ -86,6 +86,33 @@ class Launch(NamedTuple):
     prefetched: int
 
 
+class Meta(NamedTuple):
+    """A launch's counts: views of one int64 array of `length` values, zeroed before each
+    run of a chunk and copied to the host in one piece (the same views on either side).
+
+    ``counted`` holds, per frame, the pixels with gain bits (no calibration: the kernel's
+    ``n_gain_bits``) or the pixels the calibration flags (``n_flagged``).
+    """
+
+    n_found: object
+    n_kept: object
+    n_out: object
+    overflow: object
+    counted: object
+
+    @staticmethod
+    def length(chunk_frames: int) -> int:
+        """Values in the array for chunks of ``chunk_frames``."""
+        return 3 * chunk_frames + 2
+
+    @classmethod
+    def of(cls, meta, chunk_frames: int) -> Meta:
+        """The views of ``meta`` (a device or host array of `length` values)."""
+        c = chunk_frames
+        return cls(meta[:c], meta[c:2 * c], meta[2 * c:2 * c + 1], meta[2 * c + 1:2 * c + 2],
+                   meta[2 * c + 2:])
+
+
 class FrozenEngine:
     """GPU buffers and kernel launches of the frozen model for one frame shape and parameters.
 
@@ -248,10 +275,8 @@ class FrozenEngine:
         self.seg_start = cp.zeros((c, G), cp.int32)
         self.frame_start = cp.zeros(c, cp.int32)
         self.counts = [cp.zeros((c, G), cp.int32) for _ in range(2)]
-        # Per launch, copied to the host in one piece: n_found and n_kept per frame, the
-        # clusters written, the overflow flag, and the pixels with gain bits per frame.
-        self.meta = [cp.zeros(3 * c + 2, cp.int64) for _ in range(2)]
-        self.meta_host = [pinned_array(cp, (3 * c + 2,), np.int64) for _ in range(2)]
+        self.meta = [cp.zeros(Meta.length(c), cp.int64) for _ in range(2)]
+        self.meta_host = [pinned_array(cp, (Meta.length(c),), np.int64) for _ in range(2)]
         self.no_maps = cp.full(c, -1, cp.int64)
         self.no_map_buffer = cp.zeros(1, cp.uint8)
         self.no_edges = cp.zeros(2, cp.float64)
@@ -266,7 +291,6 @@ class FrozenEngine:
         self.cm_pixels = [cp.zeros((c, R), cp.int64) for _ in range(2)]
         if self.calibration is not None:
             self.cal = tuple(cp.asarray(a, dt) for a in self.calibration)
-            self.n_flagged = [cp.zeros(c, cp.uint64) for _ in range(2)]
 
     # ------------------------------------------------------------------ state
     def upload(self, off, s, s2, rms_fixed, fixed: bool) -> None:
@@ -375,18 +399,16 @@ class FrozenEngine:
         n, slot = launch.n, launch.slot
         with cuda_context(f"fetching the clusters of {n} frames from the GPU"):
             c = self.chunk_frames
-            meta = self._wait_fetched(launch)
+            meta = Meta.of(self._wait_fetched(launch), c)
             prefetched = launch.prefetched
-            if meta[2 * c + 1]:
+            if meta.overflow[0]:
                 self._repeat(launch)
-                meta = self._fetch_meta(launch)
+                meta = Meta.of(self._fetch_meta(launch), c)
                 prefetched = 0
-            n_out = int(meta[2 * c])
+            n_out = int(meta.n_out[0])
             self._found_rows[slot] = n_out
-            n_found = meta[:n].copy()
-            n_kept = meta[c:c + n].copy()
-            gain_bits = meta[2 * c + 2:2 * c + 2 + n].copy() if self.calibration is None \
-                else None
+            n_found, n_kept, counted = meta.n_found[:n], meta.n_kept[:n], meta.counted[:n]
+            flagged, gain_bits = (None, counted) if self.calibration is None else (counted, None)
             wy, wx = self.cluster_size
             if clusters and n_out:
                 held = self._host[slot]
@@ -407,9 +429,6 @@ class FrozenEngine:
             if self.labels is not None:
                 common = self.cm_out[slot][:n].get()
                 pixels = self.cm_pixels[slot][:n].get()
-            flagged = None
-            if self.calibration is not None:
-                flagged = self.n_flagged[slot][:n].get().astype(np.int64)
         return ChunkOutput(n_found, n_kept, ys, xs, windows, maps, common, pixels, flagged,
                            gain_bits)
 
@@ -493,9 +512,9 @@ class FrozenEngine:
         return held
 
     def _run(self, frames, n, slot, s, s2, map_slot, maps) -> None:
-        cp, c = self.cp, self.chunk_frames
+        cp = self.cp
         t = self.state_dtype.type
-        meta = self.meta[slot]
+        meta = Meta.of(self.meta[slot], self.chunk_frames)
         region_win, region_pos = self._region
         out_win, out_y, out_x = self._outputs[slot]
         if self.hist is None:
@@ -506,27 +525,23 @@ class FrozenEngine:
         ny = self.frame_shape[0]
         for zeroed in (self.sync, self.exchange) if self.spec.exchange_in_words else (self.sync,):
             cp.cuda.runtime.memsetAsync(zeroed.data.ptr, 0, zeroed.nbytes, self.compute.ptr)
-        cp.cuda.runtime.memsetAsync(meta.data.ptr, 0, meta.nbytes, self.compute.ptr)
+        cp.cuda.runtime.memsetAsync(self.meta[slot].data.ptr, 0, self.meta[slot].nbytes,
+                                    self.compute.ptr)
         if self.labels is not None:
             cp.cuda.runtime.memsetAsync(self.cm_acc.data.ptr, 0, self.cm_acc.nbytes,
                                         self.compute.ptr)
-        if self.calibration is not None:
-            flagged = self.n_flagged[slot]
-            cp.cuda.runtime.memsetAsync(flagged.data.ptr, 0, flagged.nbytes, self.compute.ptr)
-            trailing = (*self.cal, flagged)
-        else:
-            trailing = (meta[2 * c + 2:],)
+        calibration = () if self.calibration is None else self.cal
         args = (frames, np.int32(n), np.int32(ny),
                 self.off, s, s2, self.rms_fixed, np.int32(self.fixed),
                 t(self.N), t(self.nsig), t(self.c3), np.int32(self.cap),
                 self.exchange, self.sync, self.counts[slot], np.int32(self.region_cap),
                 region_win, region_pos, self.seg_start, self.frame_start,
-                meta[:c], meta[c:2 * c], meta[2 * c:2 * c + 1], meta[2 * c + 1:2 * c + 2],
+                meta.n_found, meta.n_kept, meta.n_out, meta.overflow,
                 out_win, out_y, out_x, map_slot, maps,
                 edges, np.int32(n_bins), hist,
                 np.int32(pixel is not None), self.no_pixel_hist if pixel is None else pixel,
                 self.cm_labels, np.int32(self.n_regions), self.cm_acc, self.cm_out[slot],
-                self.cm_pixels[slot], *trailing)
+                self.cm_pixels[slot], *calibration, meta.counted)
         self.kernel((self.n_bands, 1, 1), (self.threads, 1, 1), args, shared_mem=self.shared,
                     stream=self.compute, enable_cooperative_groups=True)
 
