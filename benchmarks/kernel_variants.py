@@ -48,6 +48,11 @@ from aare_lab.simulate import Beam, Detector, Simulator  # noqa: E402
 #: The simulator's MÖNCH beam: 2300 photons on 400x400 pixels, kept per pixel on other shapes.
 MOENCH_PHOTONS, MOENCH_PIXELS = 2300, 400 * 400
 
+_NO_EXCHANGE = [("await(&sync", "(void)(&sync"),
+                ("send_value(&slot[band + p], v, f + 1);", "(void)slot;"),
+                ("for (int k = tid; k < above + below; k += T)",
+                 "for (int k = tid; k < 0; k += T)")]
+_NO_WRITES = [("unsigned int pending = ballot;", "unsigned int pending = 0;")]
 #: name: (what is left out, [(text, replacement), ...])
 VARIANTS = {
     "as shipped": ("nothing", []),
@@ -55,13 +60,15 @@ VARIANTS = {
                           "no wait for them, with words each word read once",
                           [("await(&sync", "(void)(&sync"),
                            ("} while ((unsigned int)(w >> 32) != frame);", "} while (0);")]),
-    "no halo exchange": ("sending the edge rows, the waits and the halo copy",
-                         [("await(&sync", "(void)(&sync"),
-                          ("send_value(&slot[band + p], v, f + 1);", "(void)slot;"),
-                          ("for (int k = tid; k < above + below; k += T)",
-                           "for (int k = tid; k < 0; k += T)")]),
-    "no cluster writes": ("writing the stored windows",
-                          [("unsigned int pending = ballot;", "unsigned int pending = 0;")]),
+    "no halo exchange": ("sending the edge rows, the waits and the halo copy", _NO_EXCHANGE),
+    "no cluster writes": ("writing the stored windows", _NO_WRITES),
+    "band alone": ("the halo exchange and writing the stored windows: what is left is each "
+                   "band's own work per frame, a bound on temporal blocking, which can remove "
+                   "the exchange only",
+                   [*_NO_EXCHANGE, *_NO_WRITES]),
+    "first window row": ("every window row but the first in the decision's taps (so the "
+                         "decisions differ: more pushes and fewer stores)",
+                         [("for (int a = 0; a < CLUSTER_NY; ++a)", "for (int a = 0; a < 1; ++a)")]),
     "one thread waits": ("nothing (flags only; with words, as shipped): thread 0 alone "
                          "acquires the neighbours' flags and the block meets at a barrier "
                          "before the halo copy (three block barriers per frame, not two)",
