@@ -52,6 +52,7 @@ _NO_EXCHANGE = [("await(&sync", "(void)(&sync"),
                 ("send_value(&slot[band + p], v, f + 1);", "(void)slot;"),
                 ("for (int k = tid; k < above + below; k += T)",
                  "for (int k = tid; k < 0; k += T)")]
+_OWN_VALUE = "tile[tile_index(idx, t_lo)] = tile[tile_index(band + k % P, t_lo)];"
 _NO_WRITES = [("unsigned int pending = ballot;", "unsigned int pending = 0;")]
 #: name: (what is left out, [(text, replacement), ...])
 VARIANTS = {
@@ -66,6 +67,14 @@ VARIANTS = {
                    "band's own work per frame, a bound on temporal blocking, which can remove "
                    "the exchange only",
                    [*_NO_EXCHANGE, *_NO_WRITES]),
+    "halo from the band": ("the halo exchange, its rows filled from the band's own values "
+                           "instead (decisions alike in number, not in place): the band's "
+                           "work with temporal blocking's exchange gone and its halo free",
+                           [("await(&sync", "(void)(&sync"),
+                            ("send_value(&slot[band + p], v, f + 1);", "(void)slot;"),
+                            ("receive_value(&slot[idx], f + 1, tile[tile_index(idx, t_lo)]);",
+                             _OWN_VALUE),
+                            ("tile[tile_index(idx, t_lo)] = __ldcg(&slot[idx]);", _OWN_VALUE)]),
     "first window row": ("every window row but the first in the decision's taps (so the "
                          "decisions differ: more pushes and fewer stores)",
                          [("for (int a = 0; a < CLUSTER_NY; ++a)", "for (int a = 0; a < 1; ++a)")]),
