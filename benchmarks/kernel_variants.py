@@ -61,22 +61,26 @@ VARIANTS = {
                           "no wait for them, with words each word read once",
                           [("await(&sync", "(void)(&sync"),
                            ("} while ((unsigned int)(w >> 32) != frame);", "} while (0);")]),
-    "no halo exchange": ("sending the edge rows, the waits and the halo copy", _NO_EXCHANGE),
-    "no cluster writes": ("writing the stored windows", _NO_WRITES),
-    "band alone": ("the halo exchange and writing the stored windows: what is left is each "
-                   "band's own work per frame, a bound on temporal blocking, which can remove "
-                   "the exchange only",
+    "no halo exchange": ("the waits and the halo's reads, and with words the sending (with "
+                         "flags the rows are still sent and the flag published); the halo "
+                         "rows keep their zeros, so at 9x9 the decisions change",
+                         _NO_EXCHANGE),
+    "no cluster writes": ("writing the stored windows (whose region entries the last phase "
+                          "then moves unwritten, so it may fault)", _NO_WRITES),
+    "band alone": ("as 'no halo exchange', and writing the stored windows (whose region "
+                   "entries the last phase then moves unwritten, so it may fault)",
                    [*_NO_EXCHANGE, *_NO_WRITES]),
-    "halo from the band": ("the halo exchange, its rows filled from the band's own values "
-                           "instead (decisions alike in number, not in place): the band's "
-                           "work with temporal blocking's exchange gone and its halo free",
+    "halo from the band": ("as 'no halo exchange', with the halo rows filled from the band's "
+                           "own values (photons as dense, the decisions not the same): an "
+                           "estimate of the work with temporal blocking's exchange gone and "
+                           "its halo free",
                            [("await(&sync", "(void)(&sync"),
                             ("send_value(&slot[band + p], v, f + 1);", "(void)slot;"),
                             ("receive_value(&slot[idx], f + 1, tile[tile_index(idx, t_lo)]);",
                              _OWN_VALUE),
                             ("tile[tile_index(idx, t_lo)] = __ldcg(&slot[idx]);", _OWN_VALUE)]),
     "first window row": ("every window row but the first in the decision's taps (so the "
-                         "decisions differ: more pushes and fewer stores)",
+                         "decisions differ)",
                          [("for (int a = 0; a < CLUSTER_NY; ++a)", "for (int a = 0; a < 1; ++a)")]),
     "one thread waits": ("nothing (flags only; with words, as shipped): thread 0 alone "
                          "acquires the neighbours' flags and the block meets at a barrier "

@@ -50,7 +50,8 @@ PREFETCH_MARGIN = 1.1
 
 
 class ChunkOutput(NamedTuple):
-    """What the kernel found in one chunk, on the host (NumPy arrays it owns).
+    """What the kernel found in one chunk, on the host (NumPy arrays no other chunk shares:
+    the counts are views of the launch's own copy of `Meta`).
 
     The clusters come frame by frame, ``n_kept[k]`` of them for frame ``k``. Per frame,
     ``n_flagged`` counts the pixels a calibration flags and ``gain_bits`` (frames without a
