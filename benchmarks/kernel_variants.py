@@ -48,10 +48,11 @@ from aare_lab.simulate import Beam, Detector, Simulator  # noqa: E402
 #: The simulator's MÖNCH beam: 2300 photons on 400x400 pixels, kept per pixel on other shapes.
 MOENCH_PHOTONS, MOENCH_PIXELS = 2300, 400 * 400
 
-_NO_EXCHANGE = [("await(&sync", "(void)(&sync"),
-                ("send_value(&slot[band + p], v, f + 1);", "(void)slot;"),
-                ("for (int k = tid; k < above + below; k += T)",
-                 "for (int k = tid; k < 0; k += T)")]
+#: No waits, and with words no sending (with flags the rows are still sent).
+_NO_WAIT_OR_SEND = [("await(&sync", "(void)(&sync"),
+                    ("send_value(&slot[band + p], v, f + 1);", "(void)slot;")]
+_NO_EXCHANGE = [*_NO_WAIT_OR_SEND, ("for (int k = tid; k < above + below; k += T)",
+                                    "for (int k = tid; k < 0; k += T)")]
 _OWN_VALUE = "tile[tile_index(idx, t_lo)] = tile[tile_index(band + k % P, t_lo)];"
 _NO_WRITES = [("unsigned int pending = ballot;", "unsigned int pending = 0;")]
 #: name: (what is left out, [(text, replacement), ...])
@@ -74,8 +75,7 @@ VARIANTS = {
                            "own values (photons as dense, the decisions not the same): an "
                            "estimate of the work with temporal blocking's exchange gone and "
                            "its halo free",
-                           [("await(&sync", "(void)(&sync"),
-                            ("send_value(&slot[band + p], v, f + 1);", "(void)slot;"),
+                           [*_NO_WAIT_OR_SEND,
                             ("receive_value(&slot[idx], f + 1, tile[tile_index(idx, t_lo)]);",
                              _OWN_VALUE),
                             ("tile[tile_index(idx, t_lo)] = __ldcg(&slot[idx]);", _OWN_VALUE)]),

@@ -524,13 +524,13 @@ class FrozenEngine:
             edges, hist, pixel = self.hist
             n_bins = len(hist)
         ny = self.frame_shape[0]
-        for zeroed in (self.sync, self.exchange) if self.spec.exchange_in_words else (self.sync,):
-            cp.cuda.runtime.memsetAsync(zeroed.data.ptr, 0, zeroed.nbytes, self.compute.ptr)
-        cp.cuda.runtime.memsetAsync(self.meta[slot].data.ptr, 0, self.meta[slot].nbytes,
-                                    self.compute.ptr)
+        zeroed = [self.sync, self.meta[slot]]
+        if self.spec.exchange_in_words:
+            zeroed.append(self.exchange)
         if self.labels is not None:
-            cp.cuda.runtime.memsetAsync(self.cm_acc.data.ptr, 0, self.cm_acc.nbytes,
-                                        self.compute.ptr)
+            zeroed.append(self.cm_acc)
+        for buffer in zeroed:
+            cp.cuda.runtime.memsetAsync(buffer.data.ptr, 0, buffer.nbytes, self.compute.ptr)
         calibration = () if self.calibration is None else self.cal
         args = (frames, np.int32(n), np.int32(ny),
                 self.off, s, s2, self.rms_fixed, np.int32(self.fixed),
