@@ -69,7 +69,8 @@
 //   ADC_MASK into the frame's n_gain_bits (one vote when none has gain bits).
 // - After the last frame, a grid barrier; block 0 turns the per-band counts into
 //   raster-order offsets with the capacity applied; a second barrier; each block then
-//   moves its clusters to their place in the compact output and bins their energies.
+//   moves its clusters to their place in the compact output, each warp 32 clusters'
+//   windows as one coalesced run of taps, and bins their energies.
 
 #ifndef COMMON_MODE
 #define COMMON_MODE 0
@@ -996,25 +997,43 @@ frozen_chunk(
         }
     }
     __syncthreads();
+    // A warp moves 32 consecutive clusters: each lane finds one cluster's row in the output,
+    // then the warp copies their windows, which lie back to back in the region, as one run
+    // of taps, lane i taking every 32nd, so that each access of the warp reads consecutive
+    // values (a thread per window read 32 windows WINDOW_SIZE values apart: a third of 9x9's
+    // stalls). Each tap's row comes from its cluster's lane by a shuffle.
     const int held = min(region_used, region_cap);
-    for (int r = tid; r < held; r += T) {
+    for (int r0 = warp * 32; r0 < held; r0 += T) {
+        const int r = r0 + lane;
         const long long k = (long long)b * region_cap + r;
-        const int f = region_pos[3 * k + 2];
-        const int local = __ldcg(&seg_start[f * G + b]) + (r - band_first[f]);
-        if (local >= __ldcg(&n_kept[f]))
-            continue;
-        const long long dest = __ldcg(&frame_start[f]) + local;
-        const WINDOW_T* w = region_win + k * WINDOW_SIZE;
-        WINDOW_T* o = out_win + dest * WINDOW_SIZE;
-        double energy = 0.0;
-        for (int t = 0; t < WINDOW_SIZE; ++t) {
-            o[t] = w[t];
-            energy += (double)w[t];
+        int dest = -1;
+        if (r < held) {
+            const int f = region_pos[3 * k + 2];
+            const int local = __ldcg(&seg_start[f * G + b]) + (r - band_first[f]);
+            if (local < __ldcg(&n_kept[f]))
+                dest = __ldcg(&frame_start[f]) + local;
         }
+        const int taps = min(32, held - r0) * WINDOW_SIZE;
+        const WINDOW_T* w0 = region_win + ((long long)b * region_cap + r0) * WINDOW_SIZE;
+        for (int t0 = 0; t0 < taps; t0 += 32) {
+            const int t = t0 + lane;
+            const int c = t / WINDOW_SIZE;
+            const int d = __shfl_sync(0xffffffffu, dest, c & 31);
+            if (t < taps && d >= 0)
+                out_win[(long long)d * WINDOW_SIZE + (t - c * WINDOW_SIZE)] = w0[t];
+        }
+        if (dest < 0)
+            continue;
         const int y = region_pos[3 * k], x = region_pos[3 * k + 1];
         out_y[dest] = y;
         out_x[dest] = x;
         if (n_bins > 0) {
+            // Summed in raster order by the cluster's own thread, as the frozen finder sums
+            // (the warp has just read these taps, so they come from the cache).
+            const WINDOW_T* w = region_win + k * WINDOW_SIZE;
+            double energy = 0.0;
+            for (int t = 0; t < WINDOW_SIZE; ++t)
+                energy += (double)w[t];
             const int bin = histogram_bin(energy, hist_edges, n_bins);
             if (bin >= 0) {
                 if (hist_shared)
