@@ -48,9 +48,10 @@ from aare_lab.simulate import Beam, Detector, Simulator  # noqa: E402
 #: The simulator's MÖNCH beam: 2300 photons on 400x400 pixels, kept per pixel on other shapes.
 MOENCH_PHOTONS, MOENCH_PIXELS = 2300, 400 * 400
 
+#: No waits for the neighbouring bands' flags.
+_NO_WAIT = ("await(&sync", "(void)(&sync")
 #: No waits, and with words no sending (with flags the rows are still sent).
-_NO_WAIT_OR_SEND = [("await(&sync", "(void)(&sync"),
-                    ("send_value(&slot[band + p], v, f + 1);", "(void)slot;")]
+_NO_WAIT_OR_SEND = [_NO_WAIT, ("send_value(&slot[band + p], v, f + 1);", "(void)slot;")]
 _NO_EXCHANGE = [*_NO_WAIT_OR_SEND, ("for (int k = tid; k < above + below; k += T)",
                                     "for (int k = tid; k < 0; k += T)")]
 _OWN_VALUE = "tile[tile_index(idx, t_lo)] = tile[tile_index(band + k % P, t_lo)];"
@@ -60,7 +61,7 @@ VARIANTS = {
     "as shipped": ("nothing", []),
     "no neighbour wait": ("the waits for the neighbouring bands (halo data stale): with flags "
                           "no wait for them, with words each word read once",
-                          [("await(&sync", "(void)(&sync"),
+                          [_NO_WAIT,
                            ("} while ((unsigned int)(w >> 32) != frame);", "} while (0);")]),
     "no halo exchange": ("the waits and the halo's reads, and with words the sending (with "
                          "flags the rows are still sent and the flag published); the halo "
