@@ -6,7 +6,7 @@ H200's host, against 40-68 GB/s into memory already mapped
 (``benchmarks/results/fresh_memory_20261201T164148.json``); that zeroing bounds `find()`
 into the result Dataset. Large arrays are therefore carved from anonymous mappings that
 come back to a process-wide pool when the last array viewing them is gone (a result
-dropped, a batch counted), and the next run of the session writes into pages already
+dropped, a batch counted), and the next run in the process writes into pages already
 mapped. The first run of a process still maps its pages; so does any run while the
 earlier results are still held.
 

@@ -15,7 +15,7 @@ calling thread spends in each stage (wrappers around the methods, summed over th
 - ``gain_count``: queueing the count of gain bits (``CudaFinder._count_gain_bits_queued``),
   in trees before the kernel counted them itself (since 3efd290 this stage is None);
 - ``frame_numbers``: each cluster's frame number (``aare_lab._repeat.repeat``), in trees
-  before the sink wrote them itself (since 2026-12-02's second session they are part of
+  before the sink wrote them itself (since 58d40af they are part of
   ``sink_add``, and this stage is None);
 - ``tally``: ``RunTally.add``; ``report``: the checks at the end (``Finder._report``);
 - ``to_host``: the pedestal back to the host (``CudaFinder._to_host``);
@@ -24,7 +24,7 @@ calling thread spends in each stage (wrappers around the methods, summed over th
 
 Each ``find`` runs twice over: into fresh result memory (the pool of
 `aare_lab.result_memory` given back first, as in a process's first run) and into the memory
-of the previous run's dropped result (a session's later runs).
+of the previous run's dropped result (a process's later runs).
 
 Then ``sink_add`` once more on the batches of ``--replay-frames`` frames replayed into a fresh sink with the GPU idle,
 so the host's own cost is seen apart from any contention with the running pipeline.
@@ -109,7 +109,7 @@ def breakdown(cp, finder, source, n_frames, memory):
 
     ``memory``: ``"fresh"`` gives the result memory pool back first, so the result is
     written into pages mapped afresh (a process's first run); ``"reused"`` leaves the pool
-    holding the previous run's dropped result (a session's later runs).
+    holding the previous run's dropped result (a process's later runs).
     """
     if memory == "fresh":
         result_memory.release()

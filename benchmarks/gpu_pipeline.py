@@ -14,7 +14,7 @@ frames repeated to ``--frames``), 3x3 and 9x9 clusters, float32 and float64 pede
 - the user's path, ``find`` into the result Dataset: from the NumPy array (``"auto"``,
   ``"stage"``, ``"register"``), from pinned frames and from GPU memory, each into fresh
   result memory (a process's first run) and, as ``*_reused``, into the memory of the
-  previous run's dropped result (`aare_lab.result_memory`: a session's later runs), and
+  previous run's dropped result (`aare_lab.result_memory`: a process's later runs), and
   ``find(out=...)`` writing the result file chunk by chunk (on ``--out-frames`` frames);
 - device-resident end to end: the same from a CuPy array, clusters to the host, and
   ``spectrum`` (device histogram, no clusters shipped): the re-find of a slider;
@@ -285,7 +285,7 @@ def main(argv=None):
                 f = finder(host_memory=mode)
                 # Fresh: the result written into pages mapped afresh, as in a process's
                 # first run; reused: into the previous run's dropped result's
-                # (`aare_lab.result_memory`), as in a session's later runs.
+                # (`aare_lab.result_memory`), as in a process's later runs.
                 for memory, setup in (("", result_memory.release), ("_reused", None)):
                     runs[name + memory] = repeat(cp, lambda f=f, source=source: f.find(
                         source, progress=False).sizes["cluster"], args.repeats, setup)

@@ -5,9 +5,9 @@ dense MÖNCH clusters (``--clusters`` per batch, about 512 frames' worth) in mem
 already mapped, as the GPU's pinned output is, and times, with T threads of
 `aare_lab.parallel`, each part of what the sink does per batch: the copies of the four
 per-cluster fields, the energies (`aare_lab.results.window_energies` over the copied
-windows), both one after the other (the sink until 2026-12-02), and the sink's own work
+windows), both one after the other (the sink before b8b8d08), and the sink's own work
 (``_assembly._cluster_work``: the windows copied and summed in one pass and, since
-2026-12-02's second session, the frame numbers written from the clusters per frame instead
+58d40af, the frame numbers written from the clusters per frame instead
 of copied); each into result memory that is fresh (`aare_lab.result_memory` given back
 first) or reused.
 

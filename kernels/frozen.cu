@@ -427,7 +427,7 @@ __device__ void grid_barrier(unsigned int* counter, unsigned int k)
 // words every value names its frame and any band may read it, so the frame is cut into
 // bands of equal pixels: a thread's second pixel costs most of a first, and rows would
 // leave some bands a third more pixels than others; every pixel costs the same, the
-// windows at the frame's edge reading zeros in the tiles (kernels/README.md).
+// windows at the frame's edge reading zeros in the tiles (kernels/README.md, "Bands").
 __device__ __forceinline__ int band_start(int b, int ny, int n_bands)
 {
 #if EXCHANGE_IN_WORDS
@@ -444,7 +444,7 @@ __device__ __forceinline__ int band_start(int b, int ny, int n_bands)
 // that sees the number sees the value. No fence, no flag and no second trip through L2.
 // Faster where a thread receives few values (MÖNCH frames, float32: 5.1 -> 4.2 us per
 // frame); slower with JUNGFRAU-wide bands, and with float64, whose values would take two
-// words (kernels/README.md, 2026-12-02).
+// words (kernels/README.md, "Tried and not shipped").
 static_assert(sizeof(STATE_T) == 4, "EXCHANGE_IN_WORDS sends float values");
 
 __device__ __forceinline__ void send_value(u64* word, float v, unsigned int frame)
@@ -824,7 +824,7 @@ frozen_chunk(
         // twin), counted from the values already in registers while the neighbouring bands
         // catch up: a pass of its own over the frames cost the slider's re-find 6.8 ms per
         // 10 240 frames; here float64 3x3 pays 0.3 us a frame, as it did before the values,
-        // and the other cases nothing measurable (kernels/README.md, tenth session). A warp
+        // and the other cases nothing measurable (kernels/README.md, "Gain bits"). A warp
         // adds only where one of its pixels has them, once, so the common case costs a vote.
         {
             unsigned int high = 0;
