@@ -2,10 +2,9 @@
 stall until the GPU machine's or CI's time is gone.
 
 A GPU kernel that waits for data that never comes (as ``exchange_ab.py``'s second finder
-did, handed a kernel built for the other exchange: ``benchmarks/results/
-device_run_20261202T1335.md``) blocks its test forever, and one call on the GPU machine
-has ten minutes. Loaded by ``conftest.py``; ``AARE_LAB_TEST_HANG_S`` sets the limit for
-every test (seconds).
+did before 59766f7, handed a kernel built for the other exchange) blocks its test forever,
+and one call on the GPU machine has ten minutes. Loaded by ``conftest.py``;
+``AARE_LAB_TEST_HANG_S`` sets the limit for every test (seconds).
 """
 
 from __future__ import annotations
