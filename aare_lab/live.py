@@ -8,19 +8,25 @@ first frames or starts from a trained one, finds clusters and keeps, in an outpu
   cannot choose its bins from data it has not seen; clusters outside are counted in the
   ``underflow`` and ``overflow`` attributes), as `aare_lab.results.spectrum` makes it: in
   ADU, or in keV when the spec has a JUNGFRAU calibration;
-- ``stats.json``: the source's counts, exactly the keys of ``stats.as_dict()``, and with a
+- ``stats.json``: the source's counts, exactly the keys of ``stats.as_dict()``, its
+  refused messages by kind under ``messages_refused`` (``{}`` when none), and with a
   calibration ``n_flagged``, the pixels of the data frames flagged so far (never photons),
   with int16 windows ``n_window_clipped``, their taps at the int16 limits so far;
-- with ``clusters=True``, ``clusters.nc``: the result file of ``find(..., out=...)``,
-  appended at every write (`aare_lab.result_store.ResultWriter`: ``cluster`` and ``frame``
-  grow), so memory holds one interval's clusters however long the run; marked complete
-  when the run ends, also on a signal (``complete = 0`` only after an error).
+- with ``clusters=True``, ``clusters.nc``: the result file of ``find(..., out=...)``, with
+  each frame's ``acquisition`` (the stream's count, from 1), appended at every write
+  (`aare_lab.finders.base.Finder.open_result_file`: ``cluster`` and ``frame`` grow), so
+  memory holds one interval's clusters however long the run; moved into place, marked
+  complete, when the run ends or is stopped; an interrupted or failed run leaves it as
+  ``clusters.partial.nc``, ``complete = 0``.
 
 They are written every ``interval`` seconds, when the stream ends and when the run is
-stopped (`LiveRun.stop`, which the CLI calls on SIGINT and SIGTERM), and always reflect
-the same frames: everything processed so far. ``spectrum.nc`` and ``stats.json`` are
-replaced atomically (a temporary file, then `os.replace`), so a reader never sees half a
-file; ``clusters.nc`` is extended in place.
+stopped (`LiveRun.stop`, which the CLI calls on the first SIGINT or SIGTERM) or
+interrupted (`LiveRun.interrupt`, the second), and always reflect the same frames:
+everything processed so far. At the end the source is halted first
+(``source.halt()``, where it has one), so that the last ``stats.json`` counts every
+frame that reached the process and was not processed in ``frames_queued``.
+``spectrum.nc`` and ``stats.json`` are replaced atomically (a temporary file, then
+`os.replace`), so a reader never sees half a file.
 """
 
 from __future__ import annotations
@@ -112,8 +118,9 @@ class LiveRun:
     Parameters
     ----------
     source
-        A live source: ``chunks()``, ``stats.as_dict()``, ``mark_processed(n)``,
-        ``describe()``.
+        A live source: ``chunks(with_acquisition=True, until=...)``, ``stats.as_dict()``,
+        ``mark_processed(n)``, ``unread(chunks)``, ``describe()``; ``halt()`` and
+        ``stats.refused`` where it has them (`aare_lab.sources.StreamSource` does).
     spec
         The finder and its parameters (``n_pedestal`` set when training on the stream).
         With a JUNGFRAU calibration (``spec.calibration``) the frames are raw with gain
@@ -198,6 +205,7 @@ class LiveRun:
         self.interval, self.duration, self.report = interval, duration, report
         self.on_truncation = on_truncation
         self.ended_by: str | None = None
+        self.interrupted: str | None = None
         self._options = {**finder_options, "on_truncation": "warn"}
         self._pedestal = None if pedestal is None else pedestal.copy()
         self._dark_left = n_dark or 0
@@ -226,6 +234,14 @@ class LiveRun:
             self.ended_by = reason
         self._stop.set()
 
+    def interrupt(self, reason: str = "interrupted") -> None:
+        """End the run as `stop` does, leaving ``clusters.nc`` as ``clusters.partial.nc``
+        (``complete = 0``); every output still counts the same frames. ``reason``
+        becomes `interrupted` (safe from a signal handler or another thread)."""
+        if self.interrupted is None:
+            self.interrupted = reason
+        self.stop(reason)
+
     @property
     def stopping(self) -> bool:
         """Whether `stop` was called (or the run is over)."""
@@ -246,12 +262,13 @@ class LiveRun:
         """
         self.out.mkdir(parents=True, exist_ok=True)
         self._started = self._written = time.monotonic()
+        chunks = self.source.chunks(with_acquisition=True, until=self._stop)
         try:
-            for chunk in read_ahead(self.source.chunks(), self._stop, tick=True):
+            for item in read_ahead(chunks, self._stop, tick=True, unread=self.source.unread):
                 if self._stop.is_set():
-                    break
-                if chunk is not None:
-                    self._take(chunk)
+                    break  # what is left is counted as queued by the source
+                if item is not None:
+                    self._take(*item)
                 now = time.monotonic()
                 if self.duration is not None and now - self._started >= self.duration:
                     self.stop(f"{self.duration:g} s passed")
@@ -263,7 +280,7 @@ class LiveRun:
         except BaseException:
             self._finish(complete=False)
             raise
-        counts = self._finish(complete=True)
+        counts = self._finish(complete=self.interrupted is None)
         message = clipped_text(*self._clipped[:2], self.frames, self._clipped[2],
                                self.spec.window_dtype)
         if message is not None:
@@ -278,7 +295,7 @@ class LiveRun:
         return counts
 
     # ---------------------------------------------------------------- helpers
-    def _take(self, chunk) -> None:
+    def _take(self, chunk, acquisition: int) -> None:
         numbers, frames = chunk
         self._check_shape(frames.shape[1:])
         if self._dark_left:
@@ -298,7 +315,8 @@ class LiveRun:
             step = self.finder.chunk_frames
             for first in range(0, len(numbers), step):
                 self._add(self.finder.process_chunk(frames[first:first + step],
-                                                    numbers[first:first + step]))
+                                                    numbers[first:first + step]),
+                          acquisition)
             # At once, not at the end: a beamtime can still act on it.
             self.finder.report_gain_bits(self.source.describe(), stacklevel=3)
         self.source.mark_processed(len(chunk.numbers))
@@ -316,7 +334,7 @@ class LiveRun:
             py, px = self._pedestal.frame_shape
             raise ValueError(f"{sends} but the pedestal is {py}x{px} (ny x nx)")
 
-    def _add(self, batch: ClusterBatch) -> None:
+    def _add(self, batch: ClusterBatch, acquisition: int) -> None:
         energy = window_energies(batch.windows)
         part, low, high = count(energy, self.edges)
         self.counts += part
@@ -341,7 +359,7 @@ class LiveRun:
             first = first + batch.frame_numbers[hit[:SHOWN_FRAMES - len(first)]].tolist()
             self._clipped = (taps + int(clipped.sum()), frames + len(hit), first)
         if self._clusters is not None:
-            self._clusters.add(batch, energy, clipped)
+            self._clusters.add(batch, energy, clipped, acquisition)
 
     def spectrum(self):
         """The spectrum of every data frame processed so far (a DataArray)."""
@@ -350,6 +368,9 @@ class LiveRun:
 
     def _finish(self, complete: bool) -> dict[str, int]:
         self._stop.set()
+        halt = getattr(self.source, "halt", None)
+        if halt is not None:
+            halt()  # what came and was not processed is counted before the last write
         try:
             return self._write()
         finally:
@@ -357,8 +378,10 @@ class LiveRun:
                 self._clusters.close(complete)
 
     def _write(self) -> dict[str, int]:
-        stream = self.source.stats.as_dict()
-        counts = dict(stream)
+        stats = self.source.stats
+        stream = stats.as_dict()
+        refused = dict(getattr(stats, "refused", {}))
+        counts = {**stream, "messages_refused": refused}
         if self.spec.calibration is not None:
             counts["n_flagged"] = self.n_flagged
         if counts_clipping(self.spec.window_dtype):
@@ -372,7 +395,8 @@ class LiveRun:
         now = time.monotonic()
         rate = (self.taken - self._taken_written) / max(now - self._written, 1e-9)
         self._written, self._taken_written = now, self.taken
-        line = status_line(now - self._started, rate, stream, self.n_clusters, spectrum)
+        line = status_line(now - self._started, rate, stream, self.n_clusters, spectrum,
+                           refused)
         if self.spec.calibration is not None:
             line += f"; {self.n_flagged:,} pixels flagged"
         if self.truncated:
@@ -386,30 +410,35 @@ class LiveRun:
 
 class ClusterFile:
     """``clusters.nc``, laid out as ``find(..., out=...)`` writes it
-    (`aare_lab.finders.base.Finder.open_result_file`), grown by the batches added since the
-    last `write`; only those batches are held in memory, with the energies and clipped
-    taps the live run computed for its spectrum, so that no window is summed twice."""
+    (`aare_lab.finders.base.Finder.open_result_file`) with each frame's ``acquisition``,
+    grown by the batches added since the last `write`; only those batches are held in
+    memory, with the energies and clipped taps the live run computed for its spectrum, so
+    that no window is summed twice."""
 
     def __init__(self, path: Path):
         self.path = path
-        self._batches: list[tuple[ClusterBatch, np.ndarray, np.ndarray | None]] = []
+        self._batches: list[tuple[ClusterBatch, np.ndarray, np.ndarray | None, int]] = []
         self._sink = None
 
-    def add(self, batch: ClusterBatch, energy: np.ndarray, clipped: np.ndarray | None) -> None:
-        """Keep ``batch``, its window energies and (int16 windows) its clipped taps per
-        frame, for the next `write`."""
-        self._batches.append((batch, energy, clipped))
+    def add(self, batch: ClusterBatch, energy: np.ndarray, clipped: np.ndarray | None,
+            acquisition: int) -> None:
+        """Keep ``batch``, its window energies, (int16 windows) its clipped taps per
+        frame and the acquisition of its frames, for the next `write`."""
+        self._batches.append((batch, energy, clipped, acquisition))
 
     def write(self, finder: Finder) -> None:
         """Append the kept batches (on the first call: create the file, even empty)."""
         if self._sink is None:
-            self._sink = finder.open_result_file(self.path)
-        for batch, energy, clipped in self._batches:
-            self._sink.add(batch, energy, clipped)
+            self._sink = finder.open_result_file(
+                self.path, frame_variables={"acquisition": np.int64})
+        for batch, energy, clipped, acquisition in self._batches:
+            frames = np.full(len(batch.frame_numbers), acquisition, np.int64)
+            self._sink.add(batch, energy, clipped, frame_columns={"acquisition": frames})
         self._batches = []
 
     def close(self, complete: bool) -> None:
-        """Close the file, marked complete or not (it keeps what was written either way)."""
+        """Close the file: complete, moved into place; else left as the partial file,
+        ``complete = 0`` (it keeps what was written either way)."""
         if self._sink is not None:
             self._sink.close(complete)
 
@@ -432,9 +461,10 @@ def checked_fit_window(window) -> tuple[float, float] | None:
 
 
 def status_line(elapsed: float, rate: float, counts: dict[str, int], clusters: int,
-                spectrum) -> str:
-    """One line of rate, the source's counts, the clusters found and how many of them
-    the ``spectrum`` (a `LiveRun.spectrum`) holds, with its range in its units.
+                spectrum, refused: dict[str, int] | None = None) -> str:
+    """One line of rate, the source's counts (and its messages ``refused`` by kind, where
+    there are any), the clusters found and how many of them the ``spectrum`` (a
+    `LiveRun.spectrum`) holds, with its range in its units.
 
     Examples
     --------
@@ -444,8 +474,14 @@ def status_line(elapsed: float, rate: float, counts: dict[str, int], clusters: i
     ...                            2, 0, 1)
     >>> status_line(1.0, 2.0, {"frames_received": 2}, 8, spectrum)
     '    1.0 s: 2 frames/s; received 2; 8 clusters, 7 in -0.5..19.5 ADU'
+    >>> status_line(1.0, 2.0, {"frames_received": 2, "messages_malformed": 3}, 8, spectrum,
+    ...             {"format": 3})
+    '    1.0 s: 2 frames/s; received 2, malformed 3 (format 3); 8 clusters, 7 in -0.5..19.5 ADU'
     """
     low, high = float(spectrum["energy_lo"][0]), float(spectrum["energy_hi"][-1])
-    return (f"{elapsed:7.1f} s: {rate:,.0f} frames/s; {counts_text(counts)}; "
+    text = counts_text(counts)
+    if refused:
+        text += f" ({', '.join(f'{kind} {n:,}' for kind, n in sorted(refused.items()))})"
+    return (f"{elapsed:7.1f} s: {rate:,.0f} frames/s; {text}; "
             f"{clusters:,} clusters, "
             f"{int(spectrum.sum()):,} in {low:g}..{high:g} {spectrum['energy'].attrs['units']}")

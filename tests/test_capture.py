@@ -92,7 +92,7 @@ def test_an_interrupted_capture_keeps_the_frames_so_far(run, publisher, tmp_path
         publisher.send_frames(run[:25])  # and no end of acquisition
         status = cli.wait_for(r"^25 of 1,000 frames.*", timeout=30).group()
         assert status == ("25 of 1,000 frames captured; received 25, processed 25, lost 0, "
-                          "incomplete 0, dropped 0, malformed 0"), status
+                          "incomplete 0, dropped 0, queued 0, malformed 0"), status
         cli.signal(signal.SIGTERM)
         assert cli.wait(30) == 0, cli.output
     assert "capture: SIGTERM received; 25 frames" in cli.output

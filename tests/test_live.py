@@ -21,7 +21,8 @@ from aare_lab.streamsim import StreamPublisher
 
 N_DARK = 30
 COUNT_KEYS = {"frames_received", "frames_processed", "frames_lost", "frames_incomplete",
-              "frames_dropped", "messages_malformed"}
+              "frames_dropped", "frames_queued", "messages_malformed",
+              "messages_refused"}
 START_TIMEOUT = 60  # seconds for a fresh interpreter to import, load Numba's cache, subscribe
 
 
@@ -104,7 +105,8 @@ def test_stop_at_end_gives_what_find_gives_offline(run, offline, publisher, tmp_
     assert "FWHM" not in output
     stats = assert_same_as_offline(tmp_path, result, 40, N_DARK + 1)
     assert stats == {"frames_received": 70, "frames_processed": 70, "frames_lost": 0,
-                     "frames_incomplete": 0, "frames_dropped": 0, "messages_malformed": 0}
+                     "frames_incomplete": 0, "frames_dropped": 0, "frames_queued": 0,
+                     "messages_malformed": 0, "messages_refused": {}}
 
 
 def test_status_lines_end_with_the_peak_fit(publisher, tmp_path, capsys):

@@ -23,7 +23,8 @@ SHAPE = (32, 64)
 N_DARK = 30
 N_FRAMES = 40
 COUNT_KEYS = {"frames_received", "frames_processed", "frames_lost", "frames_incomplete",
-              "frames_dropped", "messages_malformed", "n_flagged"}
+              "frames_dropped", "frames_queued", "messages_malformed",
+              "messages_refused", "n_flagged"}
 #: Raw values that carry no energy: saturated (G2 at ADC 0), readout error, invalid gain.
 SPECIAL = (0xC000, 0x4000, 0x8123)
 

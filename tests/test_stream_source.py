@@ -128,7 +128,8 @@ def test_published_frames_arrive_identical_with_headers():
     assert [h[0]["frameNumber"] for h in headers] == list(range(1, 151))
     assert headers[-1][0]["progress"] == 100
     assert stats.as_dict() == dict(frames_received=150, frames_processed=0, frames_lost=0,
-                                   frames_incomplete=0, frames_dropped=0, messages_malformed=0)
+                                   frames_incomplete=0, frames_dropped=0, frames_queued=150,
+                                   messages_malformed=0)
     assert (stats.frames_yielded, stats.acquisitions, stats.acquisitions_ended) == (150, 1, 1)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 from pathlib import Path
 
 from ..finders import get_finder
@@ -32,7 +33,9 @@ def register(subparsers) -> None:
                     "with --calibration) and DIR/stats.json (the stream's counts, and the "
                     "pixels flagged with --calibration) up to date: every --interval, "
                     "when the run ends (with --stop-at-end: at the first end of "
-                    "acquisition) and on SIGINT/SIGTERM.",
+                    "acquisition) and on SIGINT/SIGTERM (a second one interrupts: exit "
+                    "130/143, the files still agree, clusters.nc left as "
+                    "clusters.partial.nc).",
     )
     parser.add_argument("endpoints", nargs="+", metavar="ENDPOINT",
                         help="tcp://host:port of the receiver's stream, one per UDP "
@@ -111,8 +114,15 @@ def run(args: argparse.Namespace) -> int:
                        fit_window=args.fit_window, lines=lines, **options)
         print(f"live: {source.describe()} with the {spec.finder} finder, energies in "
               f"{spec.units}; writing to {args.out}/ every {args.interval:g} s", flush=True)
-        with stop_on_signals(live.stop):
+        with stop_on_signals(live.stop, live.interrupt) as caught:
             live.run()
+    if live.interrupted is not None:
+        # As the shell counts a process the signal ended: 128 + its number.
+        code = 128 + signal.Signals[caught[1]]
+        print(f"live: {live.interrupted}; {live.frames:,} data frames, {live.n_clusters:,} "
+              f"clusters; wrote {args.out}/ (clusters, if asked for, as clusters.partial.nc)",
+              flush=True)
+        return code
     print(f"live: {live.ended_by}; {live.frames:,} data frames, {live.n_clusters:,} "
           f"clusters; wrote {args.out}/", flush=True)
     return 0

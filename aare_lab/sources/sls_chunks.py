@@ -27,25 +27,29 @@ class ChunkBuilder:
         self._frames: np.ndarray | None = None
         self._numbers = np.empty(chunk_frames, np.int64)
         self._headers: list[tuple[dict, ...]] = []
+        self._acquisition = 0
 
-    def add(self, frame: Frame, shape: tuple[int, int]) -> bool:
-        """Copy ``frame`` in; return whether the chunk is full."""
+    def add(self, frame: Frame) -> bool:
+        """Copy ``frame`` in (of the chunk's acquisition: the caller takes the chunk at
+        each boundary); return whether the chunk is full."""
         if self._frames is None:
             # A new array per chunk: the consumer owns the chunks it was given.
-            self._frames = np.empty((self.chunk_frames, *shape), FRAME_DTYPE)
+            self._frames = np.empty((self.chunk_frames, *frame.image.shape), FRAME_DTYPE)
             self.first = time.monotonic()
+            self._acquisition = frame.acquisition
         k = len(self._headers)
         self._frames[k] = frame.image
         self._numbers[k] = frame.number
         self._headers.append(frame.headers)
         return k + 1 == self.chunk_frames
 
-    def take(self) -> tuple[FrameChunk, list[tuple[dict, ...]]] | None:
-        """The chunk so far (None if empty), and start the next."""
+    def take(self) -> tuple[FrameChunk, list[tuple[dict, ...]], int] | None:
+        """``(chunk, headers, acquisition)`` so far (None if empty), and start the next."""
         n = len(self._headers)
         if not n:
             return None
-        taken = FrameChunk(self._numbers[:n].copy(), self._frames[:n]), self._headers
+        taken = (FrameChunk(self._numbers[:n].copy(), self._frames[:n]), self._headers,
+                 self._acquisition)
         self._frames, self.first, self._headers = None, None, []
         return taken
 

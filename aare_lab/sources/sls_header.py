@@ -29,8 +29,26 @@ _INTEGERS = ("bitmode", "fileIndex", "size", "frameIndex", "frameNumber", "row",
              "completeImage", "detType")
 
 
+#: Why messages are refused, by kind (`MalformedMessage.kind`, the keys of
+#: ``StreamStats.refused``).
+REFUSALS = {
+    "not_json": "the header is not a JSON object",
+    "version": "another jsonversion than 4 or 5",
+    "header": "a header field missing or out of range",
+    "bitmode": "another bit depth than 16",
+    "size": "a data part missing, extra or of the wrong size",
+    "repeated": "a second copy of a frame's part",
+    "format": "another detector type or frame shape than the stream's",
+}
+
+
 class MalformedMessage(ValueError):
-    """A message that cannot be used; the text says why."""
+    """A message that cannot be used; the text says why, ``kind`` (a key of `REFUSALS`)
+    what kind of refusal it is."""
+
+    def __init__(self, text: str, kind: str):
+        super().__init__(text)
+        self.kind = kind
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,6 +88,30 @@ class Part:
         return bool(self.header["completeImage"])
 
     @property
+    def format(self) -> tuple[int, tuple[int, int], tuple[int, int]]:
+        """``(detType, ports, part shape)``: what every part of one stream has alike."""
+        return self.header["detType"], self.ports, self.image.shape
+
+    @property
+    def frame_shape(self) -> tuple[int, int]:
+        """``(ny, nx)`` of the whole frame this is a part of."""
+        (py, px), (ny, nx) = self.ports, self.image.shape
+        return ny * py, nx * px
+
+    @property
+    def acquisition_frames(self) -> int | None:
+        """Frames in this part's acquisition as its ``progress`` tells them, or None.
+
+        The receiver writes ``progress = 100 * (frameIndex + 1) / total``; None where that
+        says nothing: no progress (0), or above 100 (frames beyond those the receiver was
+        told of, as when packets are sent to it by hand).
+        """
+        progress = self.header.get("progress")
+        if type(progress) not in (int, float) or not 0 < progress <= 100:
+            return None
+        return round(100 * (self.header["frameIndex"] + 1) / progress)
+
+    @property
     def acquisition_key(self) -> tuple[int, int]:
         """``(fileIndex, first frame number)``: constant within one acquisition of a port."""
         return self.header["fileIndex"], self.number - self.header["frameIndex"]
@@ -97,44 +139,51 @@ def parse_message(parts) -> Part | None:
     try:
         header = json.loads(bytes(parts[0]))
     except (UnicodeDecodeError, ValueError) as err:
-        raise MalformedMessage(f"header is not JSON ({err})") from None
+        raise MalformedMessage(f"header is not JSON ({err})", "not_json") from None
     if not isinstance(header, dict):
-        raise MalformedMessage("header is not a JSON object")
+        raise MalformedMessage("header is not a JSON object", "not_json")
     version = header.get("jsonversion")
     if version not in JSON_VERSIONS:
-        raise MalformedMessage(f"jsonversion {version!r}, not one of {JSON_VERSIONS}")
+        raise MalformedMessage(f"jsonversion {version!r}, not one of {JSON_VERSIONS}",
+                               "version")
     data = header.get("data")
     if data == 0:
         if len(parts) != 1:
-            raise MalformedMessage(f"end-of-acquisition header followed by {len(parts) - 1} parts")
+            raise MalformedMessage(
+                f"end-of-acquisition header followed by {len(parts) - 1} parts", "size")
         return None
     if data != 1:
-        raise MalformedMessage(f"'data' is {data!r}, not 1 (frame) or 0 (end)")
+        raise MalformedMessage(f"'data' is {data!r}, not 1 (frame) or 0 (end)", "header")
     if not all(_is_count(header.get(key)) for key in _INTEGERS):
         key = next(key for key in _INTEGERS if not _is_count(header.get(key)))
-        raise MalformedMessage(f"'{key}' is {header.get(key)!r}, not an integer >= 0")
+        raise MalformedMessage(f"'{key}' is {header.get(key)!r}, not an integer >= 0",
+                               "header")
     shape, ports = header.get("shape"), header.get("detshape")
     for key, value in (("shape", shape), ("detshape", ports)):
         if not (isinstance(value, list) and len(value) == 2 and all(map(_is_count, value))
                 and all(value)):
-            raise MalformedMessage(f"'{key}' is {value!r}, not [x, y] of two integers >= 1")
+            raise MalformedMessage(f"'{key}' is {value!r}, not [x, y] of two integers >= 1",
+                                   "header")
     if header["bitmode"] != BITMODE:
-        raise MalformedMessage(f"bitmode {header['bitmode']}: only {BITMODE}-bit frames")
+        raise MalformedMessage(f"bitmode {header['bitmode']}: only {BITMODE}-bit frames",
+                               "bitmode")
     if header["row"] >= ports[1] or header["column"] >= ports[0]:
         raise MalformedMessage(f"row {header['row']}, column {header['column']} outside "
-                               f"detshape {ports}")
+                               f"detshape {ports}", "header")
     if header["frameIndex"] > header["frameNumber"]:
         raise MalformedMessage(f"frameIndex {header['frameIndex']} above frameNumber "
-                               f"{header['frameNumber']}")
+                               f"{header['frameNumber']}", "header")
     size = shape[0] * shape[1] * _PIXEL.itemsize
     if header["size"] != size:
         raise MalformedMessage(f"size {header['size']} for shape {shape} at {BITMODE} bits "
-                               f"(expected {size})")
+                               f"(expected {size})", "size")
     if len(parts) != 2:
-        raise MalformedMessage(f"data header followed by {len(parts) - 1} parts, not 1")
+        raise MalformedMessage(f"data header followed by {len(parts) - 1} parts, not 1",
+                               "size")
     buffer = memoryview(parts[1])
     if buffer.nbytes != size:
-        raise MalformedMessage(f"data part of {buffer.nbytes} bytes, header says {size}")
+        raise MalformedMessage(f"data part of {buffer.nbytes} bytes, header says {size}",
+                               "size")
     image = np.frombuffer(buffer, _PIXEL).reshape(shape[1], shape[0])
     return Part(header, image)
 

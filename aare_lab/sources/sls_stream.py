@@ -12,32 +12,55 @@ the iteration ends after the end-of-acquisition message; calling `chunks` again 
 with the next acquisition. ``chunks(with_headers=True)`` yields ``(chunk, headers)``
 pairs instead: ``headers[i]`` is a tuple of the JSON headers (dicts, as the receiver sent
 them) of the parts of frame ``i``, one per port ordered by (row, column); a single-port
-detector gives 1-tuples. Capture stores those.
+detector gives 1-tuples. Capture stores those. ``chunks(with_acquisition=True)`` yields
+``(chunk, acquisition)`` (``(chunk, headers, acquisition)`` with both): the acquisition
+the chunk's frames belong to, counted from 1 as ``stats.acquisitions`` (a chunk never
+spans two).
 
 The consumer reports what it has processed with ``source.mark_processed(n)``: the source
 cannot know when a finder is done with a chunk (a reader may prefetch), so
 ``frames_processed`` counts only what was marked.
 
+Format
+------
+The frame shape and detector type are learned from the data, not from the first message
+alone: the frames of an acquisition of a new format are held back until
+`aare_lab.sources.sls_assembly.SETTLE_FRAMES` of them came, the acquisition ended, or the
+next one has the same format; frames of a format that another follows first (stray
+frames before a run) are refused, counted under ``"format"``. A format that settles
+later replaces the stream's: the chunks then have the new shape.
+
 Counting
 --------
 `StreamSource.stats` is a `StreamStats` snapshot; ``stats.as_dict()`` has exactly the
 keys ``frames_received``, ``frames_processed``, ``frames_lost``, ``frames_incomplete``,
-``frames_dropped``, ``messages_malformed``:
+``frames_dropped``, ``frames_queued``, ``messages_malformed``, and ``stats.refused`` the
+refused messages by kind:
 
 - received: frames built from the stream (one per frame number and acquisition, all its
   parts together), complete or not;
 - processed: what the consumer marked with `StreamSource.mark_processed`;
-- lost: frame numbers missing between two received frames of one acquisition (the
-  receiver discarded them, or ZeroMQ dropped them at its high-water mark);
+- lost: frames sent and never received: frame numbers missing between two received
+  frames of one acquisition (the receiver discarded them, or ZeroMQ dropped them at its
+  high-water mark), frames after the last one received where its ``progress`` tells how
+  many the acquisition had (counted at its end, or when the next one starts), and, for an
+  acquisition whose start came after another's, frames before its first;
 - incomplete: received frames with padded packets (``completeImage`` 0) or a port that
   never sent its part within ``assemble_timeout``: skipped (``incomplete="skip"``,
   the default, since 0xFF padding would make false clusters) or yielded masked
   (``incomplete="mask"``, see `MASKED_VALUE`);
 - dropped: frames thrown away, whole chunks at a time, because the consumer fell behind
   and the queue of ``queue_chunks`` chunks was full;
-- malformed: messages that could not be used, each skipped: JSON that does not parse, a
-  header without the fields of jsonversion 4/5, a data part of the wrong size or missing,
-  another bit depth than 16, another detector type or frame shape than the stream's.
+- queued: frames received and not processed (nor dropped, nor skipped as incomplete):
+  waiting for the consumer, or, after `StreamSource.halt`, left unprocessed, with those
+  still in the sockets' buffers at the halt; ``received = processed + dropped + queued``
+  plus the incomplete frames skipped;
+- malformed: messages refused, each skipped, the sum of ``refused``, whose keys
+  (`aare_lab.sources.sls_header.REFUSALS`) say why: ``not_json`` (a header that does not
+  parse), ``version`` (another jsonversion than 4/5), ``header`` (a field missing or out
+  of range), ``bitmode`` (another bit depth than 16), ``size`` (a data part of the wrong
+  size or missing), ``repeated`` (a second copy of a part), ``format`` (parts of another
+  detector type or frame shape than the stream's, see Format).
 
 Acquisitions
 ------------
@@ -69,7 +92,7 @@ import zmq
 
 from ..checks import positive_int
 from .base import FrameChunk, FrameSource
-from .sls_assembly import END, START, Assembler, Boundary, Frame
+from .sls_assembly import END, Assembler, Boundary, Frame
 from .sls_chunks import ChunkBuilder, ChunkQueue
 from .sls_header import MalformedMessage, parse_message
 
@@ -103,8 +126,10 @@ class StreamStats:
 
     Attributes
     ----------
-    frames_received, frames_processed, frames_lost, frames_incomplete, frames_dropped, messages_malformed
+    frames_received, frames_processed, frames_lost, frames_incomplete, frames_dropped, frames_queued, messages_malformed
         The counts reported under these names by `as_dict`.
+    refused
+        Messages refused, by kind (their sum is ``messages_malformed``): only kinds seen.
     frames_yielded
         Frames handed to the consumer.
     acquisitions
@@ -124,7 +149,9 @@ class StreamStats:
     frames_lost: int = 0
     frames_incomplete: int = 0
     frames_dropped: int = 0
+    frames_queued: int = 0
     messages_malformed: int = 0
+    refused: dict[str, int] = dataclasses.field(default_factory=dict)
     frames_yielded: int = 0
     acquisitions: int = 0
     acquisitions_ended: int = 0
@@ -133,13 +160,13 @@ class StreamStats:
     last_malformed: str | None = None
 
     def as_dict(self) -> dict[str, int]:
-        """The six counts of ``stats.json``, under exactly their names."""
+        """The seven counts of `COUNT_KEYS`, under exactly their names."""
         return {key: getattr(self, key) for key in COUNT_KEYS}
 
 
 #: The keys of `StreamStats.as_dict`, in order.
 COUNT_KEYS = ("frames_received", "frames_processed", "frames_lost", "frames_incomplete",
-              "frames_dropped", "messages_malformed")
+              "frames_dropped", "frames_queued", "messages_malformed")
 
 _CLOSED = object()
 
@@ -157,9 +184,9 @@ class StreamSource(FrameSource):
         One endpoint (``"tcp://host:port"``, or ``"host:port"``) or several: one per UDP
         interface or module, as the receiver streams them (``rx_zmqport`` + interface).
     frame_shape
-        ``(ny, nx)`` of the assembled frames; None takes it from the first data header
-        (``shape`` is ``[columns, rows]`` of one part, ``detshape`` the parts). Headers
-        of another shape are malformed.
+        ``(ny, nx)`` of the assembled frames, frames of any other shape refused; None:
+        the shape the data settles on (see Format; ``shape`` is ``[columns, rows]`` of
+        one part, ``detshape`` the parts).
     chunk_frames
         Frames per chunk; a chunk is also handed on early at the end of an acquisition,
         when the next begins, and when its first frame has waited `FLUSH_AFTER` seconds.
@@ -247,7 +274,8 @@ class StreamSource(FrameSource):
         self._queue = ChunkQueue(self.queue_chunks)
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(("frames_processed", "frames_dropped", "frames_yielded",
-                                      "messages_malformed", "messages"), 0)
+                                      "frames_built", "messages"), 0)
+        self._refused: dict[str, int] = {}
         self._last_malformed: str | None = None
         self._shape_known = threading.Event()
         if frame_shape is not None:
@@ -257,6 +285,7 @@ class StreamSource(FrameSource):
         # Whether the last thing an iteration took was an acquisition's end (`unread`).
         self._end_read = False
         self._stop = threading.Event()
+        self._halting = False
         self._context = zmq.Context()
         self._sockets: list[zmq.Socket] = []
         for endpoint in self.endpoints:
@@ -281,7 +310,7 @@ class StreamSource(FrameSource):
 
     @property
     def frame_shape(self) -> tuple[int, int]:
-        """``(ny, nx)`` of the frames, waiting for the first data header if not given.
+        """``(ny, nx)`` of the frames, waiting for the format to settle if not given.
 
         Raises
         ------
@@ -303,11 +332,18 @@ class StreamSource(FrameSource):
         """A snapshot of the counts."""
         a = self._assembler
         with self._lock:
+            counts = dict(self._counts)
+            refused = dict(self._refused)
+            for kind, n in a.refused.items():
+                refused[kind] = refused.get(kind, 0) + n
+            built = counts.pop("frames_built")
             return StreamStats(
                 frames_received=a.received, frames_lost=a.lost, frames_incomplete=a.incomplete,
+                frames_queued=built - counts["frames_dropped"] - counts["frames_processed"],
+                messages_malformed=sum(refused.values()), refused=refused,
                 acquisitions=a.acquisitions, acquisitions_ended=a.acquisitions_ended,
-                end_messages=a.end_messages, last_malformed=self._last_malformed,
-                **self._counts)
+                end_messages=a.end_messages,
+                last_malformed=self._last_malformed or a.last_refused, **counts)
 
     @property
     def frames_dropped(self) -> int:
@@ -332,8 +368,8 @@ class StreamSource(FrameSource):
 
     def chunks(self, chunk_frames: int | None = None, start: int = 0,
                stop: int | None = None, *, with_headers: bool = False,
-               until: threading.Event | None = None
-               ) -> Iterator[FrameChunk] | Iterator[tuple[FrameChunk, list[tuple[dict, ...]]]]:
+               with_acquisition: bool = False, until: threading.Event | None = None
+               ) -> Iterator[FrameChunk] | Iterator[tuple]:
         """Iterate over the frames as they arrive.
 
         ``chunk_frames`` is fixed at construction (the argument is accepted for the
@@ -344,13 +380,16 @@ class StreamSource(FrameSource):
         ----------
         with_headers
             Yield ``(chunk, headers)`` with the JSON headers of every frame's parts.
+        with_acquisition
+            Yield ``(chunk, acquisition)`` (after ``headers`` with both): the acquisition
+            of the chunk's frames, from 1.
         until
             Once set, the iteration ends (within `POLL_MS`) and takes nothing more from
             the stream: a consumer that stops lets go of it at once.
 
         Yields
         ------
-        FrameChunk or (FrameChunk, list)
+        FrameChunk or tuple
             Frames in frame-number order within an acquisition.
 
         Raises
@@ -362,7 +401,7 @@ class StreamSource(FrameSource):
             raise ValueError(f"{self.describe()} is a live stream: it has no positions")
         if self._stop.is_set():
             raise ValueError(f"{self.describe()} is closed")
-        return self._iterate(with_headers, until)
+        return self._iterate(with_headers, with_acquisition, until)
 
     def unread(self, chunks: list) -> None:
         """Give back chunks taken from `chunks` but not processed (a consumer stopped):
@@ -371,20 +410,20 @@ class StreamSource(FrameSource):
         Parameters
         ----------
         chunks
-            As `chunks` yielded them: `FrameChunk` s, or ``(chunk, headers)`` pairs
-            (chunks given back without their headers have None for them); maybe none.
-            With ``stop_at_end``, an end of the acquisition the iteration read after them
-            goes back after them.
+            As `chunks` yielded them: `FrameChunk` s, or tuples of a chunk with its
+            headers (a list) and its acquisition (an int); maybe none. Chunks given back
+            without them have None for them. With ``stop_at_end``, an end of the
+            acquisition the iteration read after them goes back after them.
         """
-        items = [item if isinstance(item, tuple) and not isinstance(item, FrameChunk)
-                 else (item, None) for item in chunks]
-        self._count(frames_yielded=-sum(len(chunk.numbers) for chunk, _ in items))
+        items = [_queued(item) for item in chunks]
+        self._count(frames_yielded=-sum(len(chunk.numbers) for chunk, _, _ in items))
         # The acquisition's end, if the iteration read it after these: it goes back too,
         # so that the next iteration ends where this one would have.
         end, self._end_read = (END if self._end_read else None), False
         self._queue.put_back(items, then=end)
 
-    def _iterate(self, with_headers: bool, until: threading.Event | None):
+    def _iterate(self, with_headers: bool, with_acquisition: bool,
+                 until: threading.Event | None):
         began = time.monotonic()
         while True:
             if until is not None and until.is_set():
@@ -406,13 +445,26 @@ class StreamSource(FrameSource):
                     return
                 continue
             self._end_read = False
-            chunk, headers = item
+            chunk, headers, acquisition = item
             self._count(frames_yielded=len(chunk.numbers))
-            yield (chunk, headers) if with_headers else chunk
+            if not (with_headers or with_acquisition):
+                yield chunk
+            else:
+                yield (chunk, *([headers] if with_headers else []),
+                       *([acquisition] if with_acquisition else []))
 
     def _raise_error(self) -> None:
         if self._error is not None:
             raise RuntimeError(f"reading {self.describe()} failed") from self._error
+
+    def halt(self) -> None:
+        """Stop reading the stream, counting what reached this process: the messages
+        still in the sockets' buffers are read, the frames waiting for parts decided,
+        and every frame not processed is counted in ``frames_queued`` (those read now
+        are counted only). Then close (idempotent; chunks already queued stay readable
+        until then)."""
+        self._halting = True
+        self.close()
 
     def close(self) -> None:
         """Stop the thread and close the sockets; idempotent and prompt."""
@@ -458,6 +510,8 @@ class StreamSource(FrameSource):
                 self._handle(self._assembler.poll(now), builder)
                 if builder.first is not None and now - builder.first >= FLUSH_AFTER:
                     self._flush(builder)
+            if self._halting:
+                self._read_rest(builder)
         except BaseException as err:  # handed to the consumer, raised there
             self._error = err
         finally:
@@ -465,9 +519,10 @@ class StreamSource(FrameSource):
                 socket.close(linger=0)
             self._queue.put_marker(_CLOSED)
 
-    def _drain(self, index: int, socket: zmq.Socket, builder: ChunkBuilder) -> None:
-        for _ in range(BURST):
-            if self._assembler.holding(index):
+    def _drain(self, index: int, socket: zmq.Socket, builder: ChunkBuilder,
+               burst: int = BURST, hold: bool = True) -> None:
+        for _ in range(burst):
+            if hold and self._assembler.holding(index):
                 return
             try:
                 message = socket.recv_multipart(zmq.NOBLOCK, copy=False)
@@ -477,30 +532,48 @@ class StreamSource(FrameSource):
             self._count(messages=1)
             try:
                 part = parse_message(message)
-                out = (self._assembler.end(index, now) if part is None
-                       else self._assembler.add(index, part, now))
             except MalformedMessage as err:
                 with self._lock:
-                    self._counts["messages_malformed"] += 1
+                    self._refused[err.kind] = self._refused.get(err.kind, 0) + 1
                     self._last_malformed = f"{self.endpoints[index]}: {err}"
                 continue
-            if self._assembler.frame_shape is not None:
-                self._shape_known.set()
+            out = (self._assembler.end(index, now) if part is None
+                   else self._assembler.add(index, part, now))
             self._handle(out, builder)
+
+    def _read_rest(self, builder: ChunkBuilder) -> None:
+        """At a halt: what the sockets hold now (at most their high-water mark each, so
+        that a publisher still sending cannot keep the halt waiting) and the frames
+        waiting for parts, counted and not queued."""
+        self._flush(builder)
+        for index, socket in enumerate(self._sockets):
+            self._drain(index, socket, builder, burst=self._frames_in_flight, hold=False)
+        self._handle(self._assembler.flush(), builder)
 
     def _handle(self, out: list[Frame | Boundary], builder: ChunkBuilder) -> None:
         for item in out:
-            if item is START:
+            if isinstance(item, Boundary):
                 self._flush(builder)
-                self.ended.clear()
-            elif item is END:
-                self._flush(builder)
-                self._queue.put_marker(END)
-                self.ended.set()
-            elif item.image is not None and builder.add(item, self._assembler.frame_shape):
-                self._flush(builder)
+                if item.kind == "start":
+                    self.ended.clear()
+                elif item.ended:
+                    self._queue.put_marker(END)
+                    self.ended.set()
+            elif item.image is None:
+                continue
+            elif self._halting:
+                self._count(frames_built=1)
+            else:
+                self._count(frames_built=1)
+                if builder.add(item):
+                    self._flush(builder)
+        if self._assembler.frame_shape is not None:
+            self._shape_known.set()
 
     def _flush(self, builder: ChunkBuilder) -> None:
+        if self._halting:
+            builder.take()  # counted as built: queued, never handed on
+            return
         taken = builder.take()
         if taken is not None and not self._queue.put_chunk(taken):
             self._count(frames_dropped=len(taken[0].numbers))
@@ -512,6 +585,16 @@ def _endpoints(endpoints) -> list[str]:
         raise ValueError(f"give one or more endpoints such as 'tcp://127.0.0.1:30001', "
                          f"got {endpoints!r}")
     return [e if "://" in e else f"tcp://{e}" for e in given]
+
+
+def _queued(item) -> tuple[FrameChunk, list | None, int | None]:
+    """``(chunk, headers, acquisition)`` of an item as `StreamSource.chunks` yields it."""
+    if isinstance(item, FrameChunk):
+        return item, None, None
+    chunk, *rest = item
+    headers = next((value for value in rest if isinstance(value, list)), None)
+    acquisition = next((value for value in rest if isinstance(value, int)), None)
+    return chunk, headers, acquisition
 
 
 def _malformed_hint(stats: StreamStats) -> str:
