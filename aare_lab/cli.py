@@ -3,12 +3,14 @@
 Exit codes: 0 success, 1 bad input or data (the message says what to change), 2 usage
 errors (argparse's, and the bad option values or combinations a command finds itself:
 `aare_lab.commands.options.UsageError`), 3 capacity truncation with ``--on-truncation
-error``, 130 interrupted (Ctrl-C).
+error``, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM). An interrupt at any moment,
+start-up included, ends with one line, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import warnings
 from importlib import import_module
@@ -21,6 +23,7 @@ EXIT_BAD_INPUT = 1
 EXIT_USAGE = 2
 EXIT_TRUNCATED = 3
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 128 + signal.SIGTERM
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,39 +39,100 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM before the command's own handling begins (start-up: imports, parsing)."""
+
+
+def _terminate(number, frame) -> None:
+    raise _Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``aare-lab``; returns the exit code."""
+    given = sys.argv[1:] if argv is None else argv
+    command = f"aare-lab {given[0]}" if given and given[0] in COMMANDS else "aare-lab"
+    sigterm = None
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        sigterm = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(given)
+        if sigterm is not None:
+            signal.signal(signal.SIGTERM, sigterm)
+            sigterm = None
+        return _run(args, command)
+    except KeyboardInterrupt as err:
+        return _stopped(command, err)
+    finally:
+        if sigterm is not None:
+            signal.signal(signal.SIGTERM, sigterm)
+
+
+def entry() -> None:
+    """The ``aare-lab`` program: `main`, then exit with its code. A signal that comes once
+    the command has ended changes nothing: the process exits as the command said."""
+    code = main()
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, signal.SIG_IGN)
+    sys.exit(code)
+
+
+def _stopped(command: str, err: BaseException) -> int:
+    from .interrupt import Terminated
+
+    terminated = isinstance(err, (Terminated, _Terminated))
+    print(f"{command}: {'terminated (SIGTERM)' if terminated else 'interrupted'}",
+          file=sys.stderr)
+    return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+
+
+def _run(args: argparse.Namespace, command: str) -> int:
     from .capacity import TruncationError
     from .commands.options import UsageError
     from .gpu import GpuError, GpuUnavailable
-    from .pedestal import PedestalNotReady
     from .interrupt import raising_interrupts
+    from .pedestal import PedestalNotReady
     from .result_store import interrupted
 
-    args = build_parser().parse_args(argv)
     with warnings.catch_warnings():
         warnings.showwarning = _warning_line(args.command)
         try:
             with raising_interrupts():
                 return int(args.run(args) or 0)
         except TruncationError as err:
-            print(f"aare-lab {args.command}: {err}", file=sys.stderr)
+            print(f"{command}: {err}", file=sys.stderr)
             return EXIT_TRUNCATED
         except UsageError as err:
-            print(f"aare-lab {args.command}: error: {err}", file=sys.stderr)
+            print(f"{command}: error: {err}", file=sys.stderr)
             return EXIT_USAGE
         except (OSError, ValueError, TypeError, KeyError, ImportError,
                 PedestalNotReady, GpuUnavailable, GpuError) as err:
-            # OSError: a path that is not what it should be, and TimeoutError, a stream
-            # that sends nothing (sources.StreamTimeout).
-            print(f"aare-lab {args.command}: error: {err}", file=sys.stderr)
+            # OSError: a path that is not what it should be, a full disk
+            # (result_store.ResultWriteError), and TimeoutError, a stream that sends
+            # nothing (sources.StreamTimeout).
+            print(f"{command}: error: {_one_line(err)}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except (KeyboardInterrupt, SystemError) as err:
             if not interrupted(err):
                 raise
-            # What was written is kept; the result file's own warning said how much.
-            print(f"aare-lab {args.command}: interrupted", file=sys.stderr)
-            return EXIT_INTERRUPTED
+            # What was written is kept; the result file's own warning said where.
+            return _stopped(command, _interrupt_of(err))
+
+
+def _interrupt_of(err: BaseException) -> BaseException:
+    """The interrupt behind ``err`` (Numba wraps it in a SystemError)."""
+    while not isinstance(err, KeyboardInterrupt):
+        err = err.__cause__ or err.__context__
+    return err
+
+
+def _one_line(err: BaseException) -> str:
+    """An error's message: ``OSError(errno, text)`` of aare_lab's own reads as its text,
+    without the ``[Errno N]`` in front."""
+    if isinstance(err, OSError) and type(err).__str__ is OSError.__str__ and err.strerror \
+            and err.filename is None:
+        return err.strerror
+    return str(err)
 
 
 def _warning_line(command: str):
@@ -80,4 +144,4 @@ def _warning_line(command: str):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -10,6 +10,7 @@ import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
+from .destination import Destination
 from .dark_photons import DarkPhotonSample, IlluminatedDarkWarning
 from .jungfrau import GainBitsTally, GainBitsWarning, gain_bits_per_frame
 from .pedestal import Pedestal
@@ -206,6 +207,7 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
                   noise: str = "running", max_clusters_per_frame: int | None = None,
                   window_dtype: str = "int32", common_mode=None, calibration=None,
                   branch_maps: bool | Iterable[int] | None = None, progress: bool = True,
+                  out: str | PathLike | None = None, overwrite: bool = False,
                   **finder_options) -> xr.Dataset:
     """Train a pedestal on ``dark`` (or take ``pedestal``) and find clusters in ``frames``.
 
@@ -233,6 +235,9 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
         True for every frame, or frame numbers.
     progress
         Show progress bars.
+    out, overwrite
+        A result file to write chunk by chunk, and whether an existing one may be replaced
+        (`aare_lab.finders.Finder.find`); the result is then opened lazily from it.
     **finder_options
         Passed to the finder class (``threads``, ``on_truncation``, ``chunk_frames``...).
 
@@ -286,6 +291,20 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
     elif given:
         raise TypeError(f"give the finder parameters either as spec= or as arguments, not "
                         f"both (got spec and {', '.join(given)})")
+    destination = None if out is None else Destination(out, overwrite)
+    try:
+        pedestal, frames = _pedestal_for(spec, frames, dark, pedestal, n_pedestal, progress)
+        runner = spec.make_finder(pedestal, **finder_options)
+        return runner.find(frames, branch_maps=branch_maps, progress=progress,
+                           out=destination)
+    finally:
+        if destination is not None:
+            destination.release()
+
+
+def _pedestal_for(spec, frames, dark, pedestal, n_pedestal, progress):
+    """`find_clusters`' pedestal (trained on ``dark``, or a copy of ``pedestal``) and its
+    frames (a file opened once)."""
     if pedestal is None:
         if dark is None:
             raise ValueError("give dark frames (dark=...) or a trained pedestal (pedestal=...)")
@@ -293,9 +312,6 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
             frames = open_source(frames)
         dark = open_source(dark)
         check_frame_shapes(dark, frames)
-        pedestal = train_pedestal_for(spec, dark, n_pedestal, progress=progress)
-    else:
-        pedestal.require_ready()
-        pedestal = pedestal.copy()
-    runner = spec.make_finder(pedestal, **finder_options)
-    return runner.find(frames, branch_maps=branch_maps, progress=progress)
+        return train_pedestal_for(spec, dark, n_pedestal, progress=progress), frames
+    pedestal.require_ready()
+    return pedestal.copy(), frames

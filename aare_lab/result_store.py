@@ -1,21 +1,39 @@
-"""Results written to disk chunk by chunk while a run goes, so memory stays flat.
+"""Results written to disk chunk by chunk while a run goes: memory stays flat, and a file is
+either whole or visibly partial, never destroyed.
 
-A run of a million dense frames does not fit in memory (about 100 kB of 3x3 clusters per
+A run of a million dense frames does not fit in memory (about 130 kB of 3x3 clusters per
 MÖNCH frame), so ``Finder.find(..., out="run.nc")`` hands every chunk's clusters to a
-`ResultWriter` and drops them. The file is netCDF4 (HDF5, written with h5netcdf) with
+`ResultWriter` and drops them. The file is netCDF4 (HDF5, laid out through h5netcdf) with
 the variables, dimensions and attributes of the result Dataset (`aare_lab.results`);
 ``cluster``, ``frame`` and ``branch_frame`` are unlimited dimensions that grow with every
-chunk, so ``xarray.open_dataset(path, engine="h5netcdf")`` opens it lazily. Two more
-attributes say how far the run got: ``complete`` (0 while the run goes and after it was
-interrupted, 1 once it ended) and ``frames_written``; `open_result` drops them, so what it
-gives equals what ``find`` returns in memory.
+chunk, so ``xarray.open_dataset(path)`` opens it lazily, with any netCDF4 reader.
+
+What makes it safe (`aare_lab.destination`): the writer claims the destination (one writer
+at a time), writes ``<stem>.partial.nc`` beside it, and renames it over the destination
+only when the run ended and the file is flushed and on the disk. A reader holding the old
+file keeps a valid file. A run that stops early (an error, a full disk, Ctrl-C, SIGTERM)
+leaves ``<stem>.partial.nc`` with every frame appended before (none cut in half), readable,
+marked ``complete = 0``; a full disk or a failed write raises `ResultWriteError`, which
+says how many frames were saved and how much space the run needs.
+
+What makes it fast and small (`aare_lab.chunk_codec`): each growing variable is stored in
+chunks of about `CHUNK_BYTES` with HDF5's standard shuffle and deflate filters, encoded on a
+pool of threads and written as they fill, while the finder goes on; the windows of a MÖNCH
+frame take about 3x fewer bytes than raw, frame numbers and energies 10-200x fewer
+(benchmarks/result_codecs.py). Two attributes say how far the run got: ``complete`` (0 while
+the run goes and after it stopped early, 1 once it ended) and ``frames_written``;
+`open_result` drops them, so what it gives equals what ``find`` returns in memory.
 """
 
 from __future__ import annotations
 
+import collections
+import errno
 import os
+import time
 import warnings
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Self
 
@@ -24,19 +42,31 @@ import h5py
 import numpy as np
 import xarray as xr
 
+from . import chunk_codec
+from .destination import Destination, claim, free_bytes, fsync_path, human_bytes, partial_path
+from .parallel import pool_threads
 from .results import NETCDF_ENGINE
 
 #: The dimensions that grow as chunks are written.
 GROWING = ("cluster", "frame", "branch_frame")
 #: How far the run got; not part of the result.
 STATE_ATTRS = ("complete", "frames_written")
-#: About this many bytes per HDF5 chunk of a growing variable.
+#: About this many bytes per HDF5 chunk of a growing variable (before encoding).
 CHUNK_BYTES = 1 << 20
+#: Chunks of uncompressed files are smaller: HDF5 stores every chunk whole, so a result of
+#: a few clusters would take a megabyte per variable.
+RAW_CHUNK_BYTES = 64 << 10
+#: The encodings a result file may have: HDF5's shuffle and deflate filters (readable by
+#: every netCDF4 reader), or none (the raw values; for readers without deflate).
+COMPRESSIONS = ("deflate", "none")
+#: Seconds between two checkpoints of a long run: the file on disk then holds every frame
+#: appended, so that even a killed process leaves a readable partial file.
+CHECKPOINT_SECONDS = 10.0
 
 
 def interrupted(error: BaseException | None) -> bool:
-    """Whether ``error`` is Ctrl-C (`KeyboardInterrupt`), also where a compiled function
-    turned it into another error (Numba raises a SystemError with it as the context)."""
+    """Whether ``error`` is Ctrl-C or SIGTERM (`KeyboardInterrupt`), also where a compiled
+    function turned it into another error (Numba raises a SystemError with it as context)."""
     seen = set()
     while error is not None and id(error) not in seen:
         if isinstance(error, KeyboardInterrupt):
@@ -50,126 +80,486 @@ class IncompleteResultWarning(UserWarning):
     """A result file holds an interrupted run: the frames completed before it stopped."""
 
 
-class ResultWriter:
-    """Append a run's variables to a netCDF4 file, chunk by chunk.
+class ResultWriteError(OSError):
+    """Writing a result file failed (a full disk, an I/O error).
 
-    Use it as a context manager: leaving the block normally marks the file complete; an
-    exception (KeyboardInterrupt included) leaves it holding every chunk appended before,
-    marked ``complete = 0``, and warns (`IncompleteResultWarning`).
+    Its message is one line: the file, the cause, and, once the writer has closed the
+    partial file, how many frames it holds and how much more space the run needs.
+
+    Attributes
+    ----------
+    frames_saved
+        Frames kept in the partial file (None until the writer closed it).
+    partial
+        The partial file.
+    bytes_needed
+        About how many more bytes the whole run needs (None if unknown).
+    """
+
+    def __init__(self, code: int | None, reason: str, path: Path, partial: Path,
+                 bytes_needed: int | None = None):
+        super().__init__(code, reason)
+        self.path, self.partial, self.reason = path, partial, reason
+        self.frames_saved: int | None = None
+        self.bytes_needed = bytes_needed
+
+    def __str__(self) -> str:
+        text = f"could not write {self.path}: {self.reason}"
+        if self.frames_saved is not None:
+            text += (f"; {self.frames_saved} frames saved in {self.partial} (complete=0)"
+                     if self.frames_saved else "; no frame was saved")
+        if self.bytes_needed:
+            text += f"; the run needs about {human_bytes(self.bytes_needed)} more free space"
+        return text
+
+
+class _Column:
+    """One growing variable: its dataset, and the chunk being filled in memory."""
+
+    def __init__(self, name: str, dim: str, dataset: h5py.Dataset, chunk_rows: int,
+                 shuffled: bool):
+        self.name, self.dim, self.dataset = name, dim, dataset
+        self.chunk_rows, self.shuffled = chunk_rows, shuffled
+        self.row_shape, self.dtype = dataset.shape[1:], dataset.dtype
+        self.staged = self._new_chunk()
+        self.n_staged = 0
+        #: The index of the chunk being filled; those before it are whole and handed off.
+        self.chunk = 0
+        #: Whole chunks in the file, and rows of the filled chunk that are (its tail).
+        self.written: set[int] = set()
+        self.tail_written = 0
+        #: The first chunk whose write failed: HDF5 may not read back what a later write
+        #: of it wrote, so it is never written again and the file keeps the rows before it.
+        self.broken: int | None = None
+
+    def _new_chunk(self) -> np.ndarray:
+        # Zeros past the rows staged keep a short tail's encoding small.
+        return np.zeros((self.chunk_rows, *self.row_shape), self.dtype)
+
+    def offset(self, chunk: int) -> tuple[int, ...]:
+        return (chunk * self.chunk_rows,) + (0,) * len(self.row_shape)
+
+    def take_full(self) -> tuple[int, np.ndarray]:
+        """The filled chunk, handed off; a new one is started."""
+        full = self.chunk, self.staged
+        self.staged, self.n_staged, self.chunk = self._new_chunk(), 0, self.chunk + 1
+        self.tail_written = 0
+        return full
+
+    def rows_on_disk(self) -> int:
+        """Rows written without a gap from the first."""
+        k = 0
+        while k in self.written and k != self.broken:
+            k += 1
+        rows = k * self.chunk_rows
+        return rows + self.tail_written if k == self.chunk != self.broken else rows
+
+
+class ResultWriter:
+    """Append a run's variables to a result file, chunk by chunk.
+
+    Use it as a context manager: leaving the block normally makes the file complete and
+    renames it into place; an exception (KeyboardInterrupt included) leaves
+    ``<stem>.partial.nc`` holding every chunk appended before, marked ``complete = 0``, and
+    warns (`IncompleteResultWarning`).
 
     Parameters
     ----------
-    path
-        The file to write (replaced if it exists).
+    out
+        The result file, or a `aare_lab.destination.Destination` claimed for it already.
     template
         A result Dataset of no frames (`aare_lab.results.make_result` of empty arrays): the
         file gets its variables, dimensions and attributes, and the values of those that
         do not grow (window offsets, label maps).
+    overwrite
+        Whether an existing result at ``out`` may be replaced (with a path; a
+        `Destination` was asked when it was claimed).
+    compression
+        ``"deflate"`` (default) or ``"none"`` (`COMPRESSIONS`).
+    frames_expected
+        The frames the run will append, when known: once the first chunks are encoded,
+        a run that would not fit on the disk stops before it fills it.
+
+    Raises
+    ------
+    aare_lab.destination.DestinationExists, aare_lab.destination.DestinationBusy
+        When ``out`` exists (without ``overwrite``) or another process writes it.
+    ResultWriteError
+        When the file cannot be made (no space, a folder that cannot be written).
     """
 
-    def __init__(self, path: str | os.PathLike, template: xr.Dataset):
-        self.path = Path(path)
-        self._dims = {name: var.dims[0] for name, var in template.variables.items()
-                      if var.dims and var.dims[0] in GROWING}
+    def __init__(self, out: str | os.PathLike | Destination, template: xr.Dataset, *,
+                 overwrite: bool = False, compression: str = "deflate",
+                 frames_expected: int | None = None):
+        if compression not in COMPRESSIONS:
+            raise ValueError(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
+        self._destination, self._owns_destination = claim(out, overwrite)
+        self.path, self.partial = self._destination.path, self._destination.partial
+        self._compressed = compression == "deflate"
+        self._frames_expected = frames_expected
         self._sizes = {dim: 0 for dim in GROWING if dim in template.sizes}
-        # The h5py file is ours, to flush: h5netcdf's flush only writes _NCProperties,
-        # so a killed process would leave a file HDF5 cannot open.
-        self._h5 = h5py.File(self.path, "w", track_order=True)
-        self._file = None
+        self._extent = dict(self._sizes)
+        self._bounds: list[dict[str, int]] = [dict(self._sizes)]
+        self._pending: collections.deque[Future] = collections.deque()
+        self._failure: BaseException | None = None
+        #: Why the run was stopped before a write failed (a disk too small for it).
+        self._refusal: str | None = None
+        self._raw_done = self._encoded_done = self._raw_appended = 0
+        self._space_checked = False
+        self._frames_on_disk = 0
+        self._last_checkpoint = time.monotonic()
         self._closed = False
+        self._h5 = self._file = self._pool = None
+        threads = pool_threads("result_file")
+        self._max_pending = 4 * threads
         try:
+            self._destination.hold_back_space()
+            # An earlier run's partial file: a reader holding it keeps its copy.
+            self.partial.unlink(missing_ok=True)
+            self._h5 = h5py.File(self.partial, "w-", track_order=True)
             self._file = h5netcdf.File(self._h5, "w")
-            self._create(template)
+            self._columns = self._create(template)
             self._file.flush()
             self._h5.flush()
-        except BaseException:
+        except BaseException as err:
             self._close_files()
+            self.partial.unlink(missing_ok=True)
+            self._release()
+            if isinstance(err, OSError) and not isinstance(err, (ResultWriteError,
+                                                                  FileExistsError)):
+                self._failure = err
+                raise self._error() from None
             raise
+        # h5py silences HDF5's own error printing per thread: in a pool thread each failed
+        # write would print HDF5's error stack.
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="aare_lab-result-file",
+                                        initializer=h5py._errors.silence_errors)
 
-    def _create(self, template: xr.Dataset) -> None:
+    # ------------------------------------------------------------------ layout
+    def _create(self, template: xr.Dataset) -> dict[str, _Column]:
         f = self._file
         f.dimensions = {dim: None if dim in GROWING else size
                         for dim, size in template.sizes.items()}
+        columns = {}
+        chunk_bytes = CHUNK_BYTES if self._compressed else RAW_CHUNK_BYTES
         for name, var in template.variables.items():
-            growing = name in self._dims
-            row = var.dtype.itemsize * int(np.prod(var.shape[1:], dtype=np.int64))
-            chunks = (max(1, CHUNK_BYTES // max(row, 1)), *var.shape[1:]) if growing else None
-            out = f.create_variable(name, var.dims, var.dtype, chunks=chunks)
-            out.attrs.update(var.attrs)
+            growing = bool(var.dims) and var.dims[0] in GROWING
             if not growing:
+                out = f.create_variable(name, var.dims, var.dtype)
+                out.attrs.update(var.attrs)
                 out[...] = var.values
+                continue
+            row = var.dtype.itemsize * int(np.prod(var.shape[1:], dtype=np.int64))
+            rows = max(1, chunk_bytes // max(row, 1))
+            # Windows gain nothing from the shuffle (their bytes vary alike); the other
+            # columns (coordinates, counts, energies) shrink several times more with it.
+            shuffled = self._compressed and var.ndim == 1
+            filters = dict(compression="gzip", compression_opts=chunk_codec.HDF5_DEFLATE_LEVEL,
+                           shuffle=shuffled) if self._compressed else {}
+            out = f.create_variable(name, var.dims, var.dtype, chunks=(rows, *var.shape[1:]),
+                                    **filters)
+            out.attrs.update(var.attrs)
+            columns[name] = _Column(name, var.dims[0], out._h5ds, rows, shuffled)
         f.attrs.update(template.attrs)
         f.attrs.update(complete=0, frames_written=0)
+        return columns
 
     @property
     def frames_written(self) -> int:
-        """Frames whose results are in the file."""
+        """Frames whose results are in the file: as of the last `checkpoint` while the run
+        goes, all that the file keeps once it is closed."""
+        return self._frames_on_disk
+
+    @property
+    def frames_appended(self) -> int:
+        """Frames appended so far."""
         return self._sizes["frame"]
 
+    # ------------------------------------------------------------------ writing
     def append(self, columns: Mapping[str, np.ndarray]) -> None:
         """Append one chunk: every growing variable's new rows, by variable name.
+
+        The rows are copied (the caller may reuse its arrays at once) and written as their
+        chunks fill, on the writer's threads.
 
         Raises
         ------
         ValueError
             When ``columns`` does not name exactly the growing variables, or variables of
             one dimension disagree in length.
+        ResultWriteError
+            When an earlier write failed (a full disk): nothing more is appended.
         """
-        if set(columns) != set(self._dims):
-            raise ValueError(f"a chunk must give {sorted(self._dims)}, got {sorted(columns)}")
+        self._raise_failure()
+        if set(columns) != set(self._columns):
+            raise ValueError(f"a chunk must give {sorted(self._columns)}, got {sorted(columns)}")
         rows: dict[str, int] = {}
-        for name, data in columns.items():
-            n = rows.setdefault(self._dims[name], len(data))
+        arrays = {name: np.asarray(data) for name, data in columns.items()}
+        # Checked whole before any row is staged: a chunk is appended entirely or not at all.
+        for name, data in arrays.items():
+            column = self._columns[name]
+            n = rows.setdefault(column.dim, len(data))
             if n != len(data):
                 raise ValueError(f"{name} has {len(data)} rows, other variables along "
-                                 f"{self._dims[name]} have {n}")
-        f = self._file
-        for dim, n in rows.items():
-            if n:
-                f.resize_dimension(dim, self._sizes[dim] + n)
-        for name, data in columns.items():
-            if len(data):
-                start = self._sizes[self._dims[name]]
-                f.variables[name][start:start + len(data)] = data
+                                 f"{column.dim} have {n}")
+            if data.shape[1:] != column.row_shape:
+                raise ValueError(f"{name} has rows of shape {data.shape[1:]}, the file's "
+                                 f"are {column.row_shape}")
+            if not np.can_cast(data.dtype, column.dtype, "same_kind"):
+                raise TypeError(f"{name} is {data.dtype}, the file's is {column.dtype}")
+        for name, data in arrays.items():
+            self._stage(self._columns[name], data)
+            self._raw_appended += data.nbytes
         for dim, n in rows.items():
             self._sizes[dim] += n
-        f.attrs["frames_written"] = self._sizes["frame"]
-        # In the file now, so that even a killed process leaves the chunks written so far.
-        self._h5.flush()
+        self._bounds.append(dict(self._sizes))
+        self._check_space()
+        if time.monotonic() - self._last_checkpoint > CHECKPOINT_SECONDS:
+            self.checkpoint()
 
+    def _stage(self, column: _Column, data: np.ndarray) -> None:
+        done = 0
+        while done < len(data):
+            take = min(column.chunk_rows - column.n_staged, len(data) - done)
+            column.staged[column.n_staged:column.n_staged + take] = data[done:done + take]
+            column.n_staged += take
+            done += take
+            if column.n_staged == column.chunk_rows:
+                chunk, buffer = column.take_full()
+                self._grow(column.dim, (chunk + 1) * column.chunk_rows)
+                self._submit(column, chunk, buffer)
+
+    def _grow(self, dim: str, rows: int) -> None:
+        """Make the file's ``dim`` at least ``rows`` long (a chunk is written only inside
+        its variable's extent)."""
+        if rows > self._extent[dim]:
+            self._file.resize_dimension(dim, rows)
+            self._extent[dim] = rows
+
+    def _submit(self, column: _Column, chunk: int, buffer: np.ndarray, tail: int = 0) -> None:
+        self._pending.append(self._pool.submit(self._write_chunk, column, chunk, buffer, tail))
+        while len(self._pending) > self._max_pending:
+            self._settle(self._pending.popleft())
+
+    def _write_chunk(self, column: _Column, chunk: int, buffer: np.ndarray, tail: int):
+        data = chunk_codec.encode(buffer, column.shuffled) if self._compressed else buffer
+        try:
+            column.dataset.id.write_direct_chunk(column.offset(chunk), data)
+        except Exception as err:
+            return column, chunk, buffer, tail, err
+        return column, chunk, buffer, tail, len(data)
+
+    def _settle(self, future: Future) -> None:
+        column, chunk, buffer, tail, outcome = future.result()
+        if isinstance(outcome, Exception):
+            column.broken = chunk if column.broken is None else min(column.broken, chunk)
+            if self._failure is None:
+                self._failure = outcome
+            return
+        if tail:
+            column.tail_written = tail
+        else:
+            column.written.add(chunk)
+            self._raw_done += buffer.nbytes
+            self._encoded_done += outcome
+
+    def _settle_all(self) -> None:
+        while self._pending:
+            self._settle(self._pending.popleft())
+
+    def _raise_failure(self) -> None:
+        for future in [f for f in self._pending if f.done()]:
+            self._pending.remove(future)
+            self._settle(future)
+        if self._failure is not None or self._refusal is not None:
+            raise self._error()
+
+    def _error(self) -> ResultWriteError:
+        """The error of the failed write (or of the refusal to go on)."""
+        if self._failure is None:
+            return ResultWriteError(errno.ENOSPC, self._refusal, self.path, self.partial)
+        code = getattr(self._failure, "errno", None)
+        text = str(self._failure)
+        # HDF5 reports the errno of a failed write inside its message only.
+        if code == errno.ENOSPC or "No space left" in text or "errno = 28" in text:
+            code, reason = errno.ENOSPC, "the disk is full"
+        else:
+            reason = text.splitlines()[0] if text else type(self._failure).__name__
+        return ResultWriteError(code, reason, self.path, self.partial, self._bytes_needed())
+
+    def _bytes_needed(self) -> int | None:
+        """About the bytes the frames not yet on disk will take, from the encoded sizes of
+        the chunks written so far."""
+        frames = self._sizes.get("frame", 0)
+        if not (self._frames_expected and frames and self._raw_done):
+            return None
+        per_frame = self._raw_appended / frames * self._encoded_done / self._raw_done
+        return int(per_frame * max(self._frames_expected - self._frames_on_disk, 0))
+
+    def _check_space(self) -> None:
+        """Once the first chunks are encoded, stop a run that would not fit on the disk."""
+        if self._space_checked or not self._raw_done or not self._frames_expected:
+            return
+        self._space_checked = True
+        frames = self._sizes["frame"]
+        per_frame = self._raw_appended / frames * self._encoded_done / self._raw_done
+        needed = int(per_frame * (self._frames_expected - frames))
+        free = free_bytes(self.partial)
+        if needed > free:
+            self._refusal = (f"the disk has {human_bytes(free)} free, the run needs about "
+                             f"{human_bytes(needed)} more (stopped before filling it)")
+
+    def checkpoint(self) -> None:
+        """Put every frame appended so far into the file on disk (the chunks being filled
+        as well), so that even a killed process leaves them readable.
+
+        Raises
+        ------
+        ResultWriteError
+            When a write failed.
+        """
+        self._raise_failure()
+        self._write_everything()
+        self._raise_failure()
+        self._last_checkpoint = time.monotonic()
+
+    def _write_everything(self) -> None:
+        """Write the partly filled chunks, then, if no write failed, the exact sizes and
+        state."""
+        self._settle_all()
+        for dim, size in self._sizes.items():
+            self._grow(dim, size)
+        for column in self._columns.values():
+            if column.n_staged and column.n_staged != column.tail_written \
+                    and column.broken is None:
+                self._submit(column, column.chunk, column.staged.copy(), tail=column.n_staged)
+        self._settle_all()
+        if self._failure is None:
+            self._set_sizes(self._sizes)
+
+    def _set_sizes(self, sizes: Mapping[str, int]) -> None:
+        for dim, size in sizes.items():
+            if self._extent[dim] != size:
+                self._file.resize_dimension(dim, size)
+                self._extent[dim] = size
+        self._file.attrs["frames_written"] = sizes.get("frame", 0)
+        self._h5.flush()
+        self._frames_on_disk = sizes.get("frame", 0)
+        self._bounds = [dict(sizes)]
+
+    def _saved_bounds(self) -> dict[str, int]:
+        """The last append whose rows are all on disk, after a failed write."""
+        on_disk: dict[str, int] = {}
+        for column in self._columns.values():
+            rows = column.rows_on_disk()
+            on_disk[column.dim] = min(on_disk.get(column.dim, rows), rows)
+        for bound in reversed(self._bounds):
+            if all(bound[dim] <= on_disk.get(dim, bound[dim]) for dim in bound):
+                return bound
+        return {dim: 0 for dim in self._sizes}
+
+    # ------------------------------------------------------------------ closing
     def close(self, complete: bool) -> None:
-        """Close the file, marked complete or not (what it holds is kept either way)."""
+        """Close the file, marked complete or not, and, complete, move it into place.
+
+        An incomplete file keeps every frame appended, or after a failed write every frame
+        whose rows reached the disk; one of no frames is removed.
+
+        Raises
+        ------
+        ResultWriteError
+            When a write failed, with `ResultWriteError.frames_saved` set.
+        """
         if self._closed:
             return
         self._closed = True
-        f = self._file
+        failure = None
         try:
-            if not complete:
-                # A chunk cut off half-way is dropped: the file holds whole chunks only.
-                for dim, size in self._sizes.items():
-                    if f.dimensions[dim].size != size:
-                        f.resize_dimension(dim, size)
-            f.attrs.update(complete=int(complete), frames_written=self._sizes["frame"])
+            # The space held back lets the last writes through on a disk that is full.
+            self._destination.give_back_space()
+            saved = self._finish()
+            stopped = self._failure is not None or self._refusal is not None
+            complete = complete and not stopped
+            if saved is None:
+                self.partial.unlink(missing_ok=True)
+                saved = 0
+            else:
+                self._file.attrs.update(complete=int(complete), frames_written=saved)
+                self._close_files()
+                fsync_path(self.partial)
+                if complete:
+                    os.replace(self.partial, self.path)
+                    fsync_path(self.path.parent)
+                elif saved == 0 and not stopped:
+                    self.partial.unlink()
+            self._frames_on_disk = saved
+            if stopped:
+                failure = self._error()
         finally:
             self._close_files()
+            self._pool.shutdown(wait=True)
+            self._release()
+        if failure is not None:
+            failure.frames_saved = self._frames_on_disk
+            raise failure
+
+    def _finish(self) -> int | None:
+        """Write what is left; the frames the file keeps, None if it cannot be closed."""
+        try:
+            self._write_everything()
+            if self._failure is None:
+                return self._sizes.get("frame", 0)
+            bound = self._saved_bounds()
+            self._set_sizes(bound)
+            return bound.get("frame", 0)
+        except OSError:
+            if self._failure is None:
+                raise
+            return None
 
     def _close_files(self) -> None:
         try:
             if self._file is not None:
-                self._file.close()
+                file, self._file = self._file, None
+                file.close()
+        except OSError:
+            if self._failure is None:
+                raise
         finally:
-            self._h5.close()
+            if self._h5 is not None:
+                h5, self._h5 = self._h5, None
+                try:
+                    h5.close()
+                except OSError:
+                    if self._failure is None:
+                        raise
+
+    def _release(self) -> None:
+        if self._owns_destination:
+            self._destination.release()
+        else:
+            self._destination.give_back_space()
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, kind, error, traceback) -> None:
-        self.close(complete=kind is None)
-        if kind is not None:
-            why = "KeyboardInterrupt" if interrupted(error) else kind.__name__
+        try:
+            self.close(complete=kind is None)
+        except ResultWriteError as failure:
+            if not isinstance(error, ResultWriteError):
+                raise
+            error.bytes_needed = failure.bytes_needed
+        if isinstance(error, ResultWriteError):
+            # The error raised while writing, now with what the closed file kept; it says
+            # so itself, in one line.
+            error.frames_saved = self._frames_on_disk
+            return
+        if kind is not None and self._frames_on_disk:
+            why = "interrupted" if interrupted(error) else kind.__name__
             warnings.warn(
-                f"the run stopped ({why}) after {self.frames_written} frames: "
-                f"{self.path} holds their results and is marked complete=0",
+                f"the run stopped ({why}) after {self._frames_on_disk} frames: "
+                f"{self.partial} holds their results and is marked complete=0",
                 IncompleteResultWarning, stacklevel=2)
 
 
@@ -186,7 +576,7 @@ def open_result(path: str | os.PathLike) -> xr.Dataset:
     Raises
     ------
     FileNotFoundError
-        Without a file at ``path``.
+        Without a file at ``path`` (naming the partial file of a run that stopped early).
     ValueError
         For a file that is not a netCDF result.
 
@@ -196,7 +586,10 @@ def open_result(path: str | os.PathLike) -> xr.Dataset:
         When the run that wrote the file was interrupted.
     """
     if not os.path.exists(path):
-        raise FileNotFoundError(f"no result file at {path}")
+        partial = partial_path(path)
+        hint = (f"; {partial} holds the frames of a run that stopped early (open it to read "
+                "them)" if partial.exists() else "")
+        raise FileNotFoundError(errno.ENOENT, f"no result file at {path}{hint}")
     try:
         ds = xr.open_dataset(path, engine=NETCDF_ENGINE)
     except (OSError, ValueError) as err:
@@ -210,4 +603,5 @@ def open_result(path: str | os.PathLike) -> xr.Dataset:
     return ds
 
 
-__all__ = ["IncompleteResultWarning", "ResultWriter", "interrupted", "open_result"]
+__all__ = ["COMPRESSIONS", "IncompleteResultWarning", "ResultWriteError", "ResultWriter",
+           "interrupted", "open_result"]

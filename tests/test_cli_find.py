@@ -170,18 +170,20 @@ def test_ctrl_c_during_find_keeps_the_chunks_and_exits_130(tmp_path):
     frames, _ = sim.frames(100)
     # Long enough (11x11 windows, serial) that the signal arrives while chunks are found.
     np.save(tmp_path / "frames.npy", np.tile(frames, (40, 1, 1)))
-    out = tmp_path / "run.nc"
+    out, partial = tmp_path / "run.nc", tmp_path / "run.partial.nc"
     with CliProcess("find", "--finder", "serial", "--dark", str(tmp_path / "dark.npy"),
                     "--frames", str(tmp_path / "frames.npy"), "--n-pedestal", "50",
                     "--cluster-size", "11x11", "--out", str(out)) as process:
         deadline = time.monotonic() + 120
-        while not out.exists() and time.monotonic() < deadline:
+        while not partial.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         time.sleep(2.0)
         process.signal(signal.SIGINT)
         assert process.wait(60) == 130, process.output
     assert "aare-lab find: interrupted" in process.output
     assert "Traceback" not in process.output and "SystemError" not in process.output
-    assert "the run stopped (KeyboardInterrupt) after" in process.output
-    with pytest.warns(IncompleteResultWarning), open_result(out) as kept:
+    assert "the run stopped (interrupted) after" in process.output
+    assert f"{partial} holds their results" in process.output
+    assert not out.exists()
+    with pytest.warns(IncompleteResultWarning), open_result(partial) as kept:
         assert 0 < kept.sizes["frame"] < 4000

@@ -106,7 +106,11 @@ def test_an_interrupted_run_leaves_its_completed_chunks(run, tmp_path, error):
     _, frames = run
     path = tmp_path / "cut.nc"
     with pytest.raises(type(error)), pytest.warns(IncompleteResultWarning, match="after 16"):
-        finder(run, "frozen").find(FailingSource(frames, 20, error), progress=False, out=path)
+        finder(run, "frozen").find(FailingSource(frames, 20, error), progress=False,
+                                   out=tmp_path / "cut.nc")
+    # Never under the result's own name: only whole runs are.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.partial.nc"]
+    path = tmp_path / "cut.partial.nc"
     with xr.open_dataset(path, engine="h5netcdf") as raw:
         assert raw.attrs["complete"] == 0 and raw.attrs["frames_written"] == 16
     with pytest.warns(IncompleteResultWarning, match="16 frames completed"):
@@ -129,22 +133,25 @@ def test_a_chunk_cut_off_half_way_is_dropped(tmp_path):
     whole = result(3)
     columns = {name: var.values for name, var in whole.variables.items()
                if var.dims and var.dims[0] in ("cluster", "frame")}
-    path = tmp_path / "half.nc"
-    writer = ResultWriter(path, result(0))
+    writer = ResultWriter(tmp_path / "half.nc", result(0))
     writer.append(columns)
     with pytest.raises(TypeError):
-        # Fails after the dimensions grew and some variables were written.
+        # Refused before any of its variables is staged.
         writer.append({**columns, "n_kept": np.full(3, "many")})
+    with pytest.raises(ValueError, match="rows of shape"):
+        writer.append({**columns, "window": np.ones((6, 2, 3), np.int32)})
     writer.close(complete=False)
+    path = tmp_path / "half.partial.nc"
     with pytest.warns(IncompleteResultWarning):
         xr.testing.assert_identical(load_result(path), whole)
     with pytest.raises(ValueError, match="must give"):
         ResultWriter(tmp_path / "other.nc", result(0)).append({"y": np.zeros(1, np.int32)})
 
 
-def test_a_killed_writer_leaves_the_chunks_it_appended(tmp_path):
-    """No close, no exception handling: the process ends at once after two chunks."""
-    path = tmp_path / "killed.nc"
+def test_a_killed_writer_leaves_the_chunks_of_its_last_checkpoint(tmp_path):
+    """No close, no exception handling: the process ends at once after a checkpoint of two
+    chunks and a third chunk."""
+    path = tmp_path / "killed.partial.nc"
     script = f"""
 import os
 import numpy as np
@@ -160,11 +167,13 @@ def result(n, start=0):
                        cluster_y=np.zeros(2 * n, np.int32), cluster_x=np.ones(2 * n, np.int32),
                        windows=np.full((2 * n, 3, 3), 7, np.int32))
 
-writer = ResultWriter({str(path)!r}, result(0))
-for start in (0, 3):
+writer = ResultWriter({str(tmp_path / "killed.nc")!r}, result(0))
+for start in (0, 3, 6):
     part = result(3, start)
     writer.append({{name: var.values for name, var in part.variables.items()
                     if var.dims and var.dims[0] in ("cluster", "frame")}})
+    if start == 3:
+        writer.checkpoint()
 os._exit(0)
 """
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)

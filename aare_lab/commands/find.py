@@ -7,9 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..capacity import TruncationError
+from ..destination import Destination, DestinationExists
 from ..pipeline import check_frame_shapes, train_pedestal_for
 from ..results import truncated_frames
 from ..sources import open_source, split_dark
+from .outputs import check_outputs
 from .options import (
     UsageError,
     add_calibration_option,
@@ -47,7 +50,12 @@ def register(subparsers) -> None:
     add_calibration_option(parser)
     parser.add_argument("--branch-maps", nargs="?", const="all", metavar="FRAMES",
                         help="store branch maps: all frames, or comma-separated frame numbers")
-    parser.add_argument("--out", required=True, type=Path, help="result file (.nc)")
+    parser.add_argument("--out", required=True, type=Path,
+                        help="result file (.nc), written as <name>.partial.nc until the run "
+                             "ends; never one of the inputs")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing --out (and --save-pedestal) once the new "
+                             "one is complete; a reader holding the old file keeps it")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(run=run)
 
@@ -72,11 +80,25 @@ def run(args: argparse.Namespace) -> int:
     such as the ``--save-pedestal`` of a calibrated run (whose dark frames were checked);
     one trained on raw frames with gain bits would be taken as it is.
     """
-    spec = calibrated(finder_spec(args), args.calibration)
     if sum(option is not None for option in (args.dark, args.n_dark, args.pedestal)) != 1:
         raise UsageError("give exactly one of --dark FILE, --n-dark K or --pedestal FILE")
     if args.out.suffix != ".nc":
         raise UsageError(f"--out must be a .nc file, got {args.out}")
+    # A --common-mode label map is a .npy file, never a .nc one.
+    check_outputs({"--out": args.out, "--save-pedestal": args.save_pedestal},
+                  {"--frames": args.frames, "--dark": args.dark, "--pedestal": args.pedestal,
+                   "--calibration": args.calibration})
+    if args.save_pedestal is not None and args.save_pedestal.exists() and not args.overwrite:
+        raise DestinationExists(f"{args.save_pedestal} exists: pass --overwrite to replace "
+                                "it, or choose another --save-pedestal")
+    # Claimed before any work: a second run writing the same file stops here, not after
+    # the first one's result is gone.
+    with Destination(args.out, overwrite=args.overwrite) as destination:
+        return _find(args, destination)
+
+
+def _find(args: argparse.Namespace, destination: Destination) -> int:
+    spec = calibrated(finder_spec(args), args.calibration)
     frames = open_source(args.frames)
     progress = not args.quiet
     if args.pedestal is not None:
@@ -94,16 +116,23 @@ def run(args: argparse.Namespace) -> int:
         pedestal.save(args.save_pedestal)
     finder = spec.make_finder(pedestal, on_truncation=args.on_truncation,
                               **finder_options(args))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     # Written chunk by chunk as found: memory stays flat, and an interrupted run leaves
-    # the chunks done so far (marked complete=0, with a warning on stderr).
-    with finder.find(frames, branch_maps=_branch_selection(args.branch_maps),
-                     progress=progress, out=args.out) as result:
+    # the chunks done so far in the partial file (marked complete=0, with a warning).
+    try:
+        result = finder.find(frames, branch_maps=_branch_selection(args.branch_maps),
+                             progress=progress, out=destination)
+    except TruncationError as err:
+        raise TruncationError(f"{err}; {args.out} holds the whole run, each truncated frame "
+                              "with the clusters kept") from None
+    with result:
         n_frames = result.sizes["frame"]
         n_clusters = result.sizes["cluster"]
-        print(f"{args.finder}: {n_clusters} clusters in {n_frames} frames "
+        n_found = int(result.n_found.sum())
+        found = f" kept of {n_found} found" if n_found != n_clusters else ""
+        print(f"{args.finder}: {n_clusters} clusters{found} in {n_frames} frames "
               f"({n_clusters / max(n_frames, 1):.1f} per frame), "
               f"{len(truncated_frames(result))} frames truncated; wrote {args.out}")
         if n_frames:
             print(f"clusters per frame: min {int(np.min(result.n_found))}, "
                   f"max {int(np.max(result.n_found))}")
+    return 0

@@ -14,8 +14,7 @@ limits counted by `aare_lab.clipping.clipped_taps`.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Self
 
 import numpy as np
@@ -200,22 +199,39 @@ class FileSink:
 
     Parameters
     ----------
-    path
-        The result file.
+    out
+        The result file, or a `aare_lab.destination.Destination` claimed for it.
     empty, make, want
         As for `MemorySink`: the result of the empty batch is the file's layout.
+    overwrite, compression, frames_expected
+        As for `ResultWriter`.
+    frame_variables
+        More variables with a value per frame, by name: their dtypes (a live run's
+        ``acquisition``); `add` takes their values as ``frame_columns``.
     """
 
-    def __init__(self, path: str | os.PathLike, empty, make: Callable[..., xr.Dataset],
-                 want: bool | set[int]):
+    def __init__(self, out, empty, make: Callable[..., xr.Dataset], want: bool | set[int], *,
+                 overwrite: bool = False, compression: str = "deflate",
+                 frames_expected: int | None = None,
+                 frame_variables: Mapping[str, np.dtype] | None = None):
         self._want = want
-        self._writer = ResultWriter(path, make(**_layout(empty, want)))
+        template = make(**_layout(empty, want))
+        self._frame_variables = dict(frame_variables or {})
+        for name, dtype in self._frame_variables.items():
+            template[name] = ("frame", np.zeros(0, dtype))
+        self._writer = ResultWriter(out, template, overwrite=overwrite,
+                                    compression=compression, frames_expected=frames_expected)
         # Energies and frame numbers of one batch, reused: the file holds them, memory need not.
         self._energy = GrowingRows(np.zeros(0))
         self._frames = GrowingRows(np.zeros(0, np.int64))
 
-    def add(self, batch, energy: np.ndarray | None = None,
-            clipped: np.ndarray | None = None) -> None:
+    @property
+    def writer(self) -> ResultWriter:
+        """The file's writer (its path, partial path and frames written)."""
+        return self._writer
+
+    def add(self, batch, energy: np.ndarray | None = None, clipped: np.ndarray | None = None,
+            frame_columns: Mapping[str, np.ndarray] | None = None) -> None:
         """Write one batch.
 
         Parameters
@@ -224,6 +240,8 @@ class FileSink:
             The batch's `aare_lab.results.window_energies` and, for int16 windows,
             `aare_lab.clipping.clipped_taps`, where the caller has them already (a live
             run's spectrum): each window is summed once. None: computed here.
+        frame_columns
+            The values of the ``frame_variables`` for the batch's frames.
         """
         windows = batch.windows
         k = len(windows)
@@ -239,7 +257,16 @@ class FileSink:
         if counts_clipping(windows.dtype.name):
             columns[CLIPPED_VARIABLE] = (clipped_taps(windows, batch.n_kept) if clipped is None
                                          else clipped)
+        given = dict(frame_columns or {})
+        if set(given) != set(self._frame_variables):
+            raise ValueError(f"frame_columns must give {sorted(self._frame_variables)}, "
+                             f"got {sorted(given)}")
+        columns.update(given)
         self._writer.append(columns)
+
+    def checkpoint(self) -> None:
+        """Put every batch added so far into the file on disk (`ResultWriter.checkpoint`)."""
+        self._writer.checkpoint()
 
     def close(self, complete: bool) -> None:
         """Close the file, marked complete or not (`ResultWriter.close`)."""

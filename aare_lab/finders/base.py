@@ -7,7 +7,7 @@ import functools
 import os
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing
 from typing import ClassVar, NamedTuple
 
@@ -22,6 +22,7 @@ from ..checks import positive_int
 from ..clipping import report_clipping
 from ..common_mode import region_count
 from ..dark_quality import assess_dark
+from ..destination import Destination
 from ..frames import as_frame_stack
 from ..jungfrau import GainBitsTally, GainBitsWarning, gain_bits_per_frame
 from ..params import INTEGER_WINDOW_DTYPES
@@ -237,7 +238,8 @@ class Finder(ABC):
     # ----------------------------------------------------------------- public
     def find(self, frames, frame_numbers: Iterable[int] | None = None, *,
              branch_maps: bool | Iterable[int] | None = None,
-             progress: bool = True, out: str | os.PathLike | None = None) -> xr.Dataset:
+             progress: bool = True, out: str | os.PathLike | Destination | None = None,
+             overwrite: bool = False) -> xr.Dataset:
         """Find clusters in ``frames`` and return the result Dataset.
 
         Parameters
@@ -253,7 +255,10 @@ class Finder(ABC):
             Show a progress bar.
         out
             A netCDF file to write the result into chunk by chunk while it is found, so
-            that memory stays flat however long the run (`aare_lab.result_store`).
+            that memory stays flat however long the run (`aare_lab.result_store`): written
+            as ``<stem>.partial.nc`` and renamed to ``out`` once the run ended.
+        overwrite
+            Whether an existing file at ``out`` may be replaced (once the new one is whole).
 
         Returns
         -------
@@ -268,6 +273,15 @@ class Finder(ABC):
             Before training is complete.
         TruncationError
             With ``on_truncation="error"``, when a frame exceeded the capacity.
+        aare_lab.destination.DestinationExists, aare_lab.destination.DestinationBusy
+            With ``out``, when it exists (without ``overwrite``) or another process
+            writes it; nothing was run.
+        aare_lab.result_store.ResultWriteError
+            With ``out``, when the disk is full or a write fails: the run stops at once,
+            and the error says how many frames the partial file keeps.
+        KeyboardInterrupt
+            On Ctrl-C (`aare_lab.interrupt.Terminated` on the command line's SIGTERM),
+            raised between two chunks, never inside one.
 
         Warns
         -----
@@ -275,8 +289,8 @@ class Finder(ABC):
             With int16 windows, when stored values sit at the int16 limits (the count per
             frame is ``n_window_clipped``).
         aare_lab.result_store.IncompleteResultWarning
-            With ``out``, when the run stops early (an exception, Ctrl-C): the file keeps
-            every chunk completed before, marked ``complete = 0``.
+            With ``out``, when the run stops early (an exception, Ctrl-C): the partial file
+            keeps every chunk completed before, marked ``complete = 0``.
         aare_lab.jungfrau.GainBitsWarning
             Without a calibration, for frames with values above 14 bits (`report_gain_bits`).
         """
@@ -285,14 +299,19 @@ class Finder(ABC):
         self._restart_gain_bits()
         dark = assess_dark(self.pedestal, self.spec.n_sigma)
         make = self._result_maker(dark)
-        if out is None:
-            sink = MemorySink(self._empty_batch(), make, want, n_frames=source.n_frames)
-        else:
-            sink = FileSink(out, self._empty_batch(), make, want)
-        with sink, closing(self._iterate(source, want, progress, borrow=True)) as batches:
-            tally = self._collect(batches, sink, want)
-        return self._report(sink.result() if out is None else open_result(out), tally, dark,
-                            source.describe())
+        self._prepare()
+        # Ctrl-C is taken between chunks only: raised inside one, it would unwind while
+        # worker threads still fill the result's buffers, or half-way through a write.
+        with interrupt.deferred_interrupts():
+            if out is None:
+                sink = MemorySink(self._empty_batch(), make, want, n_frames=source.n_frames)
+            else:
+                sink = FileSink(out, self._empty_batch(), make, want, overwrite=overwrite,
+                                frames_expected=source.n_frames)
+            with sink, closing(self._iterate(source, want, progress, borrow=True)) as batches:
+                tally = self._collect(batches, sink, want)
+        result = sink.result() if out is None else open_result(sink.writer.path)
+        return self._report(result, tally, dark, source.describe())
 
     def find_batches(self, frames, frame_numbers: Iterable[int] | None = None, *,
                      branch_maps: bool | Iterable[int] | None = None,
@@ -481,13 +500,21 @@ class Finder(ABC):
             dark.warn(stacklevel=3)
         return ds
 
-    def open_result_file(self, path: str | os.PathLike) -> FileSink:
+    def open_result_file(self, path: str | os.PathLike | Destination, *,
+                         overwrite: bool = False,
+                         frame_variables: Mapping[str, np.dtype] | None = None) -> FileSink:
         """A result file that batches from `find_batches` are written to as they come
         (`FileSink.add`), laid out as ``find(..., out=path)`` writes it, without branch maps;
-        `FileSink.close` marks it complete or not. For callers that consume batches
-        themselves (`aare_lab.live.LiveRun`)."""
+        `FileSink.close` marks it complete or not (and, complete, moves it into place).
+        For callers that consume batches themselves (`aare_lab.live.LiveRun`);
+        ``overwrite`` and ``frame_variables`` as for `FileSink`."""
         dark = assess_dark(self.pedestal, self.spec.n_sigma)
-        return FileSink(path, self._empty_batch(), self._result_maker(dark), False)
+        return FileSink(path, self._empty_batch(), self._result_maker(dark), False,
+                        overwrite=overwrite, frame_variables=frame_variables)
+
+    def _prepare(self) -> None:
+        """Get ready to run before a run's signals are deferred: what takes long once
+        (compiling) stays interruptible."""
 
     def _empty_batch(self) -> ClusterBatch:
         """A batch of no frames: every field's dtype and row shape (None: not produced)."""
@@ -512,6 +539,7 @@ class CpuFinder(Finder):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self._warm = False
         shape = self.pedestal.frame_shape
         self._v = np.empty(shape, self.pedestal.dtype)
         self._codes = np.zeros(shape, np.uint8)
@@ -533,6 +561,10 @@ class CpuFinder(Finder):
                                 np.empty(shape, np.uint8), np.empty(shape, np.int32),
                                 np.zeros(shape[0], np.int64))
 
+    def _prepare(self) -> None:
+        if not self._warm:
+            self.warmup()
+
     def warmup(self) -> None:
         """Compile the chunk loop, or load it from Numba's cache, by running it once on a
         frame of zeros, so that the first chunk of a live run does not pay for it.
@@ -547,6 +579,7 @@ class CpuFinder(Finder):
                         False, copy=False)
         finally:
             self.pedestal, self.gain_bits = pedestal, gain_bits
+        self._warm = True
 
     def process_chunk(self, frames: np.ndarray, numbers: np.ndarray,
                       branch_maps: bool | set[int] = False) -> ClusterBatch:

@@ -1,0 +1,72 @@
+"""A command's output files checked against its inputs before any work is done."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..destination import partial_path
+from .options import UsageError
+
+#: ``file.h5:/dataset``, ``file.npz:member``: the file part of a source spec.
+_MEMBER = re.compile(r"(?P<file>.*?\.(?:h5|hdf5|nxs|npz)):.*", re.IGNORECASE)
+
+
+def file_of(spec: str | os.PathLike) -> Path:
+    """The file a source spec names (without its ``:dataset`` or ``:member``).
+
+    Examples
+    --------
+    >>> file_of("run.h5:/entry/data").name, file_of("dark.npy").name
+    ('run.h5', 'dark.npy')
+    """
+    text = os.fspath(spec)
+    match = None if os.path.exists(text) else _MEMBER.fullmatch(text)
+    return Path(match["file"] if match else text)
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (one that exists: by its inode, so links count)."""
+    if a.exists() and b.exists():
+        return os.path.samefile(a, b)
+    return a.resolve() == b.resolve()
+
+
+def check_outputs(outputs: Mapping[str, os.PathLike | None],
+                  inputs: Mapping[str, str | os.PathLike | None]) -> None:
+    """Refuse an output that is one of the inputs, or another output, by its option.
+
+    Parameters
+    ----------
+    outputs
+        Output files by option (None: not given); a result's partial file
+        (`aare_lab.destination.partial_path`) counts as the output too.
+    inputs
+        Input files or source specs by option (None: not given).
+
+    Raises
+    ------
+    UsageError
+        Naming both options and the file.
+    """
+    given_inputs = {option: file_of(spec) for option, spec in inputs.items() if spec is not None}
+    seen: dict[str, Path] = {}
+    for option, path in outputs.items():
+        if path is None:
+            continue
+        path = Path(path)
+        for name in (path, partial_path(path)):
+            for other, source in given_inputs.items():
+                if same_file(name, source):
+                    raise UsageError(f"{option} {path} would overwrite the input {other} "
+                                     f"{source}: choose another {option}")
+        for other, earlier in seen.items():
+            if same_file(path, earlier):
+                raise UsageError(f"{option} and {other} are the same file, {path}: give each "
+                                 "its own name")
+        seen[option] = path
+
+
+__all__ = ["check_outputs", "file_of", "same_file"]
