@@ -29,6 +29,7 @@ _EXPORTS = {
     "TruncationWarning": "capacity",
     "TruncationError": "capacity",
     "DarkFrameWarning": "dark_quality",
+    "DarkPixelWarning": "dark_pixels",
     "IlluminatedDarkWarning": "dark_photons",
     "WindowClippedWarning": "clipping",
     "GainBitsWarning": "jungfrau",

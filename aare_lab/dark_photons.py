@@ -17,8 +17,8 @@ give as many of each: the dips show what the hits owe to them.
 - Why 0.5 ADU: integer values have integer deviations, and their median can fall up to
   half an ADU short (at 5 ADU of noise, 15 % low), shrinking the threshold with it.
 - Why the floor: few frames estimate a pixel's spread poorly (from 9 frames, 1 % of the
-  real JUNGFRAU pixels of ``../shared/data/aare_jungfrau`` get a quarter of the median,
-  10 % a half), and a pixel whose few values happened to agree would read its noise as
+  real JUNGFRAU pixels of PSI aare's test data, below, get a quarter of the median, 10 % a
+  half), and a pixel whose few values happened to agree would read its noise as
   hits. A pixel truly that quiet only loses some sensitivity.
 - Why the frame offset: common mode moves whole frames, by up to about 30 ADU in those
   JUNGFRAU dark frames, which reads as hits in every quiet pixel.
@@ -37,10 +37,12 @@ by `MIN_HITS_PER_FRAME` (5) per frame, two or three photons a frame, which over 
 frames reach a few percent of a 400x400 detector's pedestals; and by `SIGNIFICANCE` (5)
 standard deviations of their difference (``sqrt(hits + dips)``, counting as Poisson
 events), so that a few hits in a sparse sample are not scaled up to a verdict. Simulated
-dark frames give none. The real JUNGFRAU dark frames of ``../shared/data/aare_jungfrau``
-(10 frames of 512x1024 a run) give 2 hits in their 9 sampled frames (one row in 16), 3.6 a
-frame, far from significant; every row tested, 17 and 12 against 3 and 0 dips, 1.9 and 1.3
-a frame: pixels at the module's edges in the first frame of each run.
+dark frames give none. The real JUNGFRAU dark frames of PSI aare's test data (the two runs
+``jungfrau_single_master_0.json`` and ``jungfrau_double_master_0.json`` in the ``data/``
+folder of github.com/slsdetectorgroup/aare, MPL-2.0, 10 frames of 512x1024 each; a crop of
+them is ``tests/data/jungfrau_dark_crop.npz``) give 2 hits in their 9 sampled frames (one
+row in 16), 3.6 a frame, far from significant; every row tested, 17 and 12 against 3 and 0
+dips, 1.9 and 1.3 a frame: pixels at the module's edges in the first frame of each run.
 
 Cost: the sample is whole ``uint16`` values (an odd number of frames, so that each median is
 one of the values), whose medians NumPy takes about ten times faster than those of floats,

@@ -36,7 +36,7 @@ less (about half the factor for 3 frames, tests/test_dark_quality.py); the warni
 certain anyway. The model describes the pedestal as the dark frames left it, the state of
 the first data frame: quiet data values move it on (towards ``2N − 1`` frames' worth). It
 ignores ADC quantisation (the noise must be well above 1 ADU) and dead pixels (rms 0,
-which `aare_lab.dark_report` counts).
+which `aare_lab.dark_pixels` singles out).
 
 A result records `DarkQuality.attrs`; `DarkFrameWarning` says when the rise is noticeable:
 by more than `RATE_RISE` (20 %) and by at least `MIN_EXTRA_PER_FRAME` (0.1) expected noise
@@ -49,11 +49,12 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from scipy.special import ndtr, stdtr
 
+from .dark_pixels import DarkPixels, DarkPixelWarning, dark_pixels
 from .pedestal import Pedestal
 
 #: Warn when the expected noise-crossing rate exceeds the ideal by more than this fraction...
@@ -218,6 +219,9 @@ class DarkQuality:
         The pedestal's `EstimateSpread`.
     n_pixels
         Pixels per frame.
+    pixels
+        The pedestal's pixels with rms 0 or far above the others
+        (`aare_lab.dark_pixels.DarkPixels`); None when not looked at.
     """
 
     n_sigma: float
@@ -225,6 +229,7 @@ class DarkQuality:
     n_pedestal: int
     spread: EstimateSpread
     n_pixels: int
+    pixels: DarkPixels | None = field(default=None, compare=False, repr=False)
 
     @property
     def false_rate_factor(self) -> float:
@@ -275,20 +280,32 @@ class DarkQuality:
         return text
 
     @property
+    def pixel_warning(self) -> str | None:
+        """The text of `warn`'s `aare_lab.dark_pixels.DarkPixelWarning`, None when no pixel
+        stands out (`aare_lab.dark_pixels.DarkPixels.warning`)."""
+        return None if self.pixels is None else self.pixels.warning(self.n_sigma)
+
+    @property
     def warning(self) -> str | None:
-        """The text of `warn`'s `DarkFrameWarning` (the `summary`), None when the rise is not
-        `noticeable`: for a caller that shows it rather than warns (a widget)."""
-        return self.summary() if self.noticeable else None
+        """The texts of `warn`'s warnings (the `summary` when the rise is `noticeable`, and
+        the `pixel_warning`), None when there are none: for a caller that shows them
+        rather than warns (a widget)."""
+        texts = [text for text in (self.summary() if self.noticeable else None,
+                                   self.pixel_warning) if text is not None]
+        return "; ".join(texts) if texts else None
 
     def warn(self, stacklevel: int = 2) -> None:
-        """Issue `DarkFrameWarning` if the rise is `noticeable`."""
-        message = self.warning
-        if message is not None:
-            warnings.warn(message, DarkFrameWarning, stacklevel=stacklevel + 1)
+        """Issue `DarkFrameWarning` if the rise is `noticeable`, and
+        `aare_lab.dark_pixels.DarkPixelWarning` for the `pixel_warning`."""
+        if self.noticeable:
+            warnings.warn(self.summary(), DarkFrameWarning, stacklevel=stacklevel + 1)
+        if (message := self.pixel_warning) is not None:
+            warnings.warn(message, DarkPixelWarning, stacklevel=stacklevel + 1)
 
 
 def assess_dark(pedestal: Pedestal, n_sigma: float) -> DarkQuality:
-    """The `DarkQuality` of a trained pedestal at threshold ``n_sigma``.
+    """The `DarkQuality` of a trained pedestal at threshold ``n_sigma``, its pixels
+    looked at (`aare_lab.dark_pixels.dark_pixels`).
 
     Examples
     --------
@@ -303,7 +320,7 @@ def assess_dark(pedestal: Pedestal, n_sigma: float) -> DarkQuality:
     ny, nx = pedestal.frame_shape
     spread = estimate_spread(pedestal.n_frames, pedestal.n_pedestal, pedestal.noise)
     return DarkQuality(float(n_sigma), pedestal.n_frames, pedestal.n_pedestal, spread,
-                       ny * nx)
+                       ny * nx, dark_pixels(pedestal.mean, pedestal.rms))
 
 
 __all__ = [

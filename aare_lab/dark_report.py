@@ -1,11 +1,9 @@
 """A dark run's statistics: the rms distribution, pixels with rms 0, hot pixels, photons.
 
 `dark_report` summarises a trained pedestal for a notebook (``DarkReport`` shows as text
-and as an HTML table) and for ``aare-lab dark``. A pixel with rms 0 (dead, or stuck at one
-value) has threshold 0, so any rise above its mean (a drift, a common-mode offset) that
-tops its window is a cluster (docs/algorithm.md); a hot pixel is one whose mean or rms lies more
-than `HOT_ROBUST_Z` robust standard deviations (1.4826 × the median absolute deviation,
-at least 1 ADU) above the median of all pixels. Photon hits in the dark frames are those
+and as an HTML table) and for ``aare-lab dark``: the pixels with rms 0 and the hot pixels of
+`aare_lab.dark_pixels`, in the words a finder's `aare_lab.dark_pixels.DarkPixelWarning`
+uses. Photon hits in the dark frames are those
 `aare_lab.train_pedestal` found (`aare_lab.dark_photons`), kept with the pedestal.
 """
 
@@ -18,25 +16,11 @@ import numpy as np
 import xarray as xr
 
 from .dark_photons import MIN_SAMPLE_FRAMES, DarkPhotons
+from .dark_pixels import HOT_ROBUST_Z
 from .dark_quality import DarkQuality, assess_dark
 from .pedestal import Pedestal
 
 QUANTILES = (0.0, 0.001, 0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99, 0.999, 1.0)
-HOT_ROBUST_Z = 10.0
-#: Pixels listed by position in the text report.
-LISTED = 5
-
-
-def _far_above(values: np.ndarray) -> np.ndarray:
-    median = np.median(values)
-    scale = max(1.4826 * float(np.median(np.abs(values - median))), 1.0)
-    return values > median + HOT_ROBUST_Z * scale
-
-
-def _positions(mask: np.ndarray) -> str:
-    ys, xs = np.nonzero(mask)
-    shown = ", ".join(f"({y}, {x})" for y, x in zip(ys[:LISTED], xs[:LISTED]))
-    return shown + (", ..." if len(ys) > LISTED else "")
 
 
 @dataclass(frozen=True)
@@ -65,23 +49,15 @@ class DarkReport:
         """The report as text lines (``aare-lab dark`` prints them)."""
         s = self.statistics
         q = s["rms_quantile"]
-        n_pixels = int(s["rms"].size)
         at = {float(v): float(r) for v, r in zip(q["quantile"].to_numpy(), q.to_numpy())}
         out = [(f"dark frames: {s.attrs['dark_frames']} (n_pedestal={s.attrs['n_pedestal']}), "
                 f"{s.sizes['y']}x{s.sizes['x']} pixels"),
                "rms (ADU): " + ", ".join(f"{label} {at[p]:.3g}" for label, p in (
                    ("min", 0.0), ("1%", 0.01), ("median", 0.5), ("99%", 0.99), ("max", 1.0))),
-               f"mean (ADU): median {float(s['mean_quantile'].sel(quantile=0.5)):.6g}"]
-        far = f"far above the median (> {HOT_ROBUST_Z:g} robust sd)"
-        for name, what in (("zero_rms", ("with rms 0 (dead or stuck: threshold 0, so any rise "
-                                         "above their mean that tops their window is a "
-                                         "cluster)")),
-                           ("hot_mean", f"with a mean {far}"),
-                           ("hot_rms", f"with an rms {far}")):
-            mask = s[name].to_numpy()
-            count = int(mask.sum())
-            out.append(f"pixels {what}: {count} of {n_pixels}"
-                       + (f" at (y, x) {_positions(mask)}" if count else ""))
+               f"mean (ADU): median {float(s['mean_quantile'].sel(quantile=0.5)):.6g}",
+               *self.quality.pixels.lines()]
+        if self.quality.pixels.unreachable(self.quality.n_sigma):
+            out.append(self.quality.pixel_warning)
         out.append(self.quality.summary())
         out.append(self.photons.summary() if self.photons is not None else
                    "photon hits in the dark frames: not checked (train_pedestal checks "
@@ -119,17 +95,18 @@ def dark_report(pedestal: Pedestal, n_sigma: float = 5.0) -> DarkReport:
     >>> int(report.statistics["zero_rms"].sum()), float(report.statistics["rms"][1, 1])
     (23, 1.5)
     """
-    pedestal.require_ready()
+    quality = assess_dark(pedestal, n_sigma)
     mean = np.asarray(pedestal.mean, np.float64)
     rms = np.asarray(pedestal.rms, np.float64)
+    pixels = quality.pixels
     dims = ("y", "x")
     quantile = np.asarray(QUANTILES)
     stats = xr.Dataset(
         {"mean": (dims, mean, {"long_name": "pedestal mean", "units": "ADU"}),
          "rms": (dims, rms, {"long_name": "pedestal rms (noise)", "units": "ADU"}),
-         "zero_rms": (dims, rms == 0, {"long_name": "pixel with rms 0 (dead or stuck)"}),
-         "hot_mean": (dims, _far_above(mean), {"long_name": "mean far above the median"}),
-         "hot_rms": (dims, _far_above(rms), {"long_name": "rms far above the median"}),
+         "zero_rms": (dims, pixels.zero_rms, {"long_name": "pixel with rms 0 (dead or stuck)"}),
+         "hot_mean": (dims, pixels.hot_mean, {"long_name": "mean far above the median"}),
+         "hot_rms": (dims, pixels.hot_rms, {"long_name": "rms far above the median"}),
          "mean_quantile": ("quantile", np.quantile(mean, quantile), {"units": "ADU"}),
          "rms_quantile": ("quantile", np.quantile(rms, quantile), {"units": "ADU"})},
         coords={"quantile": quantile},
@@ -139,7 +116,7 @@ def dark_report(pedestal: Pedestal, n_sigma: float = 5.0) -> DarkReport:
     photons = pedestal.dark_photons
     if photons is not None:
         stats.attrs.update(photons.attrs)
-    return DarkReport(stats, assess_dark(pedestal, n_sigma), photons)
+    return DarkReport(stats, quality, photons)
 
 
 __all__ = ["HOT_ROBUST_Z", "QUANTILES", "DarkReport", "dark_report"]
