@@ -12,7 +12,7 @@ import xarray as xr
 from cli_process import CliProcess
 from live_helpers import live_cli
 
-from aare_lab import FinderSpec, load_result
+from aare_lab import FinderSpec, Pedestal, load_result
 from aare_lab.cli import main
 from aare_lab.live import fixed_edges
 from aare_lab.simulate import Beam, Detector, simulate_run
@@ -109,6 +109,72 @@ def test_stop_at_end_gives_what_find_gives_offline(run, offline, publisher, tmp_
                      "messages_malformed": 0, "messages_refused": {}}
 
 
+@pytest.mark.parametrize("stray", ["shape", "detector type"])
+def test_stray_frames_before_the_run_are_refused_and_shown(stray, run, offline, publisher,
+                                                          tmp_path, capsys):
+    """Three frames of another shape or detector type on the port before the run: the
+    run is found as without them; the refusals are counted by kind and shown."""
+    result, _ = offline
+
+    def send():
+        if stray == "shape":
+            publisher.send_frames(run.frames[:3, :24, :20])
+        else:
+            publisher.detector = "jungfrau"
+            publisher.send_frames(run.frames[:3])
+            publisher.detector = "moench"
+        publisher.send_frames(run.dark, numbers=range(1, N_DARK + 1))  # the run starts
+        publisher.send_frames(run.frames)
+        publisher.end_acquisition()
+
+    assert live_here(publisher, tmp_path, send, "--n-dark", str(N_DARK), "--n-pedestal",
+                     str(N_DARK), "--stop-at-end", "--clusters", "--interval", "0.2") == 0
+    output = capsys.readouterr().out
+    assert "live: the stream ended; 40 data frames" in output
+    assert "malformed 3 (format 3)" in output.splitlines()[-2]  # the last status line
+    stats = assert_same_as_offline(tmp_path, result, 40, N_DARK + 1)
+    assert stats["messages_refused"] == {"format": 3} and stats["messages_malformed"] == 3
+    assert stats["frames_received"] == stats["frames_processed"] == 70
+
+
+def test_frames_queued_at_a_stop_are_counted(run, offline, publisher, tmp_path):
+    from aare_lab.live import LiveRun
+    from aare_lab.sources import StreamSource
+
+    _, pedestal_file = offline
+    with StreamSource(publisher.endpoints, chunk_frames=8) as source:
+        publisher.wait_for_subscribers()
+        publisher.send_frames(run.frames)
+        deadline = time.monotonic() + 10
+        while source.stats.frames_queued < 40 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        live = LiveRun(source, FinderSpec(n_pedestal=N_DARK, noise="fixed"), tmp_path,
+                       pedestal=Pedestal.load(pedestal_file), report=lambda line: None)
+        live.stop()  # before the first chunk: every frame received stays unprocessed
+        counts = live.run()
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats == counts
+    assert (stats["frames_received"], stats["frames_processed"], stats["frames_queued"]) == (
+        40, 0, 40)
+
+
+def test_clusters_record_each_frames_acquisition(run, offline, publisher, tmp_path):
+    _, pedestal = offline
+
+    def send():
+        for part in (run.frames[:15], run.frames[15:]):
+            publisher.send_frames(part)
+            publisher.end_acquisition()
+            time.sleep(0.3)
+
+    assert live_here(publisher, tmp_path, send, "--pedestal", str(pedestal), "--clusters",
+                     "--duration", "2.5", "--interval", "0.2") == 0
+    found = load_result(tmp_path / "clusters.nc")
+    assert found["acquisition"].dims == ("frame",)
+    assert found["acquisition"].values.tolist() == [1] * 15 + [2] * 25
+    assert found["frame"].values.tolist() == [*range(1, 16), *range(1, 26)]
+
+
 def test_status_lines_end_with_the_peak_fit(publisher, tmp_path, capsys):
     """A sparse beam: each status line ends with the Kα/Kβ fit of the spectrum written
     with it (``--lines``)."""
@@ -145,6 +211,7 @@ def test_sigint_writes_everything_processed(run, offline, publisher, tmp_path):
     assert "live: SIGINT received" in cli.output
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert stats["frames_received"] == 25 and 0 < stats["frames_processed"] <= 25
+    assert stats["frames_processed"] + stats["frames_queued"] == 25
     assert_same_as_offline(tmp_path, result, stats["frames_processed"], 1)
 
 

@@ -62,8 +62,10 @@ class RawPub:
             assert socket.poll(5000), "no subscriber"
             socket.recv()
 
-    def part(self, number, image, *, socket=0, rows=1, row=0, complete=True, **header):
-        text = format_header(frame_number=number, frame_index=number - 1,
+    def part(self, number, image, *, socket=0, rows=1, row=0, complete=True, frame_index=None,
+             **header):
+        text = format_header(frame_number=number,
+                             frame_index=number - 1 if frame_index is None else frame_index,
                              shape=image.shape, detshape=(rows, 1), row=row,
                              complete=complete, **header)
         self.sockets[socket].send_multipart([text, image])
@@ -230,8 +232,98 @@ def test_bad_messages_are_counted_and_skipped(raw):
     assert numbers.tolist() == [1, 2, 3]
     np.testing.assert_array_equal(got, good)
     assert stats.messages_malformed == len(bad)
+    # Each refusal by its kind; the other detector and shape are stray formats: frames of
+    # the stream's format came back after each.
+    assert stats.refused == {"not_json": 3, "header": 1, "size": 3, "bitmode": 1,
+                             "version": 1, "format": 2}
+    assert sum(stats.refused.values()) == stats.messages_malformed
     assert "not a JSON object" in stats.last_malformed
     assert (stats.frames_received, stats.frames_lost) == (3, 0)
+
+
+def test_stray_frames_of_another_format_before_a_run_do_not_lock_the_stream(raw):
+    """Three frames of another shape, then three of another detector type, then the run:
+    the run's format is the stream's, the strays are refused and counted as such."""
+    frames = frames_of(20)
+    with StreamSource(raw.endpoints, chunk_frames=8, receive_timeout=5) as source:
+        raw.wait()
+        for number in (1, 2, 3):
+            raw.part(number, frames_of(1, (4, 6), seed=number)[0])
+        for number in (1, 2, 3):
+            raw.part(number, frames[number], det_type=3)
+        for number in range(1, 21):
+            raw.part(number, frames[number - 1])
+        raw.end()
+        numbers, got = collect(source)
+        stats = source.stats
+        assert source.frame_shape == SHAPE
+    assert numbers.tolist() == list(range(1, 21))
+    np.testing.assert_array_equal(got, frames)
+    assert stats.refused == {"format": 6} and stats.messages_malformed == 6
+    assert "detType 3 frames of 8x12 pixels" in stats.last_malformed
+    assert (stats.frames_received, stats.frames_lost, stats.acquisitions_ended) == (20, 0, 1)
+
+
+def test_a_stray_frame_within_a_run_is_refused_and_the_run_goes_on(raw):
+    frames = frames_of(20)
+    with StreamSource(raw.endpoints, chunk_frames=8, receive_timeout=5) as source:
+        raw.wait()
+        for number in range(1, 21):
+            raw.part(number, frames[number - 1])
+            if number == 12:
+                raw.part(1, frames_of(1, (4, 6))[0])
+        raw.end()
+        numbers, got = collect(source)
+        stats = source.stats
+    assert numbers.tolist() == list(range(1, 21))
+    np.testing.assert_array_equal(got, frames)
+    assert stats.refused == {"format": 1}
+    assert (stats.frames_received, stats.frames_lost, stats.frames_incomplete) == (20, 0, 0)
+
+
+def test_frames_of_another_shape_than_the_one_asked_for_are_refused(raw):
+    frames = frames_of(4)
+    with StreamSource(raw.endpoints, frame_shape=SHAPE, receive_timeout=5) as source:
+        raw.wait()
+        for number in (1, 2):
+            raw.part(number, frames_of(1, (4, 6))[0])
+        raw.end()
+        for number in (1, 2, 3, 4):
+            raw.part(number, frames[number - 1])
+        raw.end()
+        numbers, _ = collect(source)  # the refused acquisition's end ends no iteration
+        stats = source.stats
+    assert numbers.tolist() == [1, 2, 3, 4]
+    assert stats.refused == {"format": 2} and stats.acquisitions_ended == 1
+    assert "not the 8x12 pixels asked for" in stats.last_malformed
+
+
+def test_frames_sent_after_the_last_one_received_are_lost_where_progress_tells(raw):
+    """The receiver writes progress = 100 (frameIndex + 1) / frames of the acquisition:
+    frames never received after the last one are lost, counted at the end of the
+    acquisition or at the start of the next; and after an end, frames before the next
+    acquisition's first are lost too."""
+    frames = frames_of(10)
+
+    def acquisition(numbers, total, first=1):
+        for number in numbers:
+            raw.part(number, frames[0], frame_index=number - first,
+                     progress=100 * (number - first + 1) / total)
+
+    with StreamSource(raw.endpoints, stop_at_end=False, receive_timeout=1) as source:
+        raw.wait()
+        acquisition(range(1, 11), total=14)       # 4 lost at the tail, then the end
+        raw.end()
+        acquisition(range(1, 6), total=8)         # 3 lost at the tail, no end message:
+        acquisition(range(1, 7), total=6)         # numbering restarts, the next one
+        raw.end()
+        acquisition(range(3, 10), total=9)        # its first two frames never came
+        raw.end()
+        numbers, _ = collect(source)
+        stats = source.stats
+    assert numbers.size == 10 + 5 + 6 + 7
+    assert (stats.frames_lost, stats.acquisitions, stats.acquisitions_ended) == (4 + 3 + 2, 4, 3)
+    assert stats.frames_received + stats.frames_lost == 14 + 8 + 6 + 9
 
 
 def test_gaps_are_lost_frames_and_padded_frames_incomplete(raw):

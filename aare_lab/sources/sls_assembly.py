@@ -321,11 +321,16 @@ class Assembler:
         return out
 
     def _started(self) -> list[Frame | Boundary]:
-        """An acquisition starts: one held of its format settles it; one of a new format
-        is held (the oldest format held is refused beyond `SETTLE_FRAMES` formats)."""
+        """An acquisition starts: one of the stream's format refuses what is held; one held
+        of its format settles it; one of a new format is held (the oldest format held is
+        refused beyond `SETTLE_FRAMES` formats)."""
         self._refusing = (self.required_shape is not None
                           and _frame_shape(self._format) != self.required_shape)
-        if self._refusing or self._format == self.format:
+        if self._refusing:
+            return []
+        if self._format == self.format:
+            for fmt in list(self._held):
+                self._refuse_held(fmt)
             return []
         if self._format in self._held:
             return self._settle(self._format)
