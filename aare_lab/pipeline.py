@@ -208,7 +208,7 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
                   window_dtype: str = "int32", common_mode=None, calibration=None,
                   branch_maps: bool | Iterable[int] | None = None, progress: bool = True,
                   out: str | PathLike | None = None, overwrite: bool = False,
-                  **finder_options) -> xr.Dataset:
+                  compression: str = "deflate", **finder_options) -> xr.Dataset:
     """Train a pedestal on ``dark`` (or take ``pedestal``) and find clusters in ``frames``.
 
     Parameters
@@ -235,9 +235,10 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
         True for every frame, or frame numbers.
     progress
         Show progress bars.
-    out, overwrite
-        A result file to write chunk by chunk, and whether an existing one may be replaced
-        (`aare_lab.finders.Finder.find`); the result is then opened lazily from it.
+    out, overwrite, compression
+        A result file to write chunk by chunk, whether an existing one may be replaced, and
+        how it is stored (`aare_lab.finders.Finder.find`); the result is then opened lazily
+        from it.
     **finder_options
         Passed to the finder class (``threads``, ``on_truncation``, ``chunk_frames``...).
 
@@ -296,7 +297,7 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
         pedestal, frames = _pedestal_for(spec, frames, dark, pedestal, n_pedestal, progress)
         runner = spec.make_finder(pedestal, **finder_options)
         return runner.find(frames, branch_maps=branch_maps, progress=progress,
-                           out=destination)
+                           out=destination, compression=compression)
     finally:
         if destination is not None:
             destination.release()

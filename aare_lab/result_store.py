@@ -331,10 +331,12 @@ class ResultWriter:
 
     def _grow(self, dim: str, rows: int) -> None:
         """Make the file's ``dim`` at least ``rows`` long (a chunk is written only inside
-        its variable's extent)."""
+        its variable's extent), doubling it: resizing touches every variable of the
+        dimension, and rows beyond the data cost nothing until the exact size is set."""
         if rows > self._extent[dim]:
-            self._file.resize_dimension(dim, rows)
-            self._extent[dim] = rows
+            grown = max(rows, 2 * self._extent[dim])
+            self._file.resize_dimension(dim, grown)
+            self._extent[dim] = grown
 
     def _submit(self, column: _Column, chunk: int, buffer: np.ndarray, tail: int = 0) -> None:
         self._pending.append(self._pool.submit(self._write_chunk, column, chunk, buffer, tail))

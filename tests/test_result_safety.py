@@ -262,20 +262,23 @@ SIGNALS = {signal.SIGINT: (130, "interrupted"), signal.SIGTERM: (143, "terminate
 
 
 def check_stopped(process, folder, number):
-    """What a run stopped by ``number`` (or ended before it came) must have left."""
+    """What a run stopped by ``number`` (or ended before it came) must have left: a complete
+    result under its name, or a readable partial file of whole chunks (or nothing), never
+    both, and one line saying why it stopped."""
     out, partial = folder / "run.nc", folder / "run.partial.nc"
     code = process.wait(120)
     text = process.output
     assert "Traceback" not in text and "Segmentation" not in text and code >= 0, text
-    assert leftovers(folder) == [], text
-    if code == 0:
-        assert "wrote" in text and out.exists() and not partial.exists()
+    assert leftovers(folder) == [] and not (out.exists() and partial.exists()), text
+    if code:
+        want, word = SIGNALS[number]
+        assert code == want and text.strip().splitlines()[-1] == f"aare-lab find: {word}", text
+    if out.exists():
+        # Finished; a signal after the rename may still have cut the summary short.
         with xr.open_dataset(out, engine="h5netcdf") as raw:
-            assert raw.attrs["complete"] == 1
+            assert raw.attrs["complete"] == 1 and raw.sizes["frame"] == 6000
         return "finished"
-    want, word = SIGNALS[number]
-    assert code == want and text.strip().splitlines()[-1] == f"aare-lab find: {word}", text
-    assert not out.exists(), text
+    assert code, text
     if partial.exists():
         with xr.open_dataset(partial, engine="h5netcdf") as raw:
             assert raw.attrs["complete"] == 0 and raw.sizes["frame"] > 0
@@ -296,10 +299,14 @@ def test_sigterm_while_finding_exits_143_with_a_partial_file(files, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(int(os.environ.get("AARE_LAB_SIGNAL_SEEDS", "10"))))
 def test_a_signal_at_a_random_moment_leaves_a_clean_stop(files, tmp_path, seed):
-    """Start-up, training, the file's creation, the first chunk, later chunks, the end."""
+    """Start-up, training, the file's creation, the first chunk, later chunks, the end.
+
+    From 0.5 s on: before that the interpreter itself may still be starting (its site
+    packages), where no program's handler can be in place yet.
+    """
     rng = np.random.default_rng(seed)
     number = (signal.SIGINT, signal.SIGTERM)[seed % 2]
     with long_run(files, tmp_path / "run.nc") as process:
-        time.sleep(rng.uniform(0.0, 6.0))
+        time.sleep(rng.uniform(0.5, 6.0))
         process.signal(number)
         check_stopped(process, tmp_path, number)

@@ -239,7 +239,7 @@ class Finder(ABC):
     def find(self, frames, frame_numbers: Iterable[int] | None = None, *,
              branch_maps: bool | Iterable[int] | None = None,
              progress: bool = True, out: str | os.PathLike | Destination | None = None,
-             overwrite: bool = False) -> xr.Dataset:
+             overwrite: bool = False, compression: str = "deflate") -> xr.Dataset:
         """Find clusters in ``frames`` and return the result Dataset.
 
         Parameters
@@ -259,6 +259,10 @@ class Finder(ABC):
             as ``<stem>.partial.nc`` and renamed to ``out`` once the run ended.
         overwrite
             Whether an existing file at ``out`` may be replaced (once the new one is whole).
+        compression
+            How ``out`` stores its growing variables: ``"deflate"`` (HDF5's shuffle and
+            deflate filters, which every netCDF4 reader decodes; about a third of the
+            bytes) or ``"none"`` (`aare_lab.result_store.COMPRESSIONS`).
 
         Returns
         -------
@@ -307,7 +311,7 @@ class Finder(ABC):
                 sink = MemorySink(self._empty_batch(), make, want, n_frames=source.n_frames)
             else:
                 sink = FileSink(out, self._empty_batch(), make, want, overwrite=overwrite,
-                                frames_expected=source.n_frames)
+                                compression=compression, frames_expected=source.n_frames)
             with sink, closing(self._iterate(source, want, progress, borrow=True)) as batches:
                 tally = self._collect(batches, sink, want)
         result = sink.result() if out is None else open_result(sink.writer.path)
