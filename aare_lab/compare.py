@@ -11,7 +11,8 @@ value difference, is a *site* of the comparison, and each site gets
   centred elsewhere), ``near_neighbour`` (an agreed centre within the cluster radius),
   ``isolated`` (none of these: an extra photon or noise hit), ``value_diff``;
 - a ``cause`` (why the finders could disagree there): ``capacity``, ``configuration``
-  (n_sigma, noise, n_pedestal, or for values the window dtype differ),
+  (n_sigma, noise, n_pedestal, common mode or calibration differ, or for values the
+  window dtype: `configuration_differences`),
   ``pedestal_diverged`` (a pixel of the site's window was pushed into the pedestal by one
   finder but not the other in an earlier frame, so their pedestals differ there),
   ``timing`` (serial against frozen: the serial finder read a pixel of the window that it
@@ -42,7 +43,7 @@ from .flags import cf_flags
 from .labels import as_labelled
 from .params import parse_cluster_size
 from .results import check_result
-from .spec import timing_model
+from .spec import CALIBRATION_ATTR, timing_model
 
 CLASSIFICATIONS = ("truncated", "duplicate_neighbour", "displaced", "near_neighbour",
                    "isolated", "value_diff")
@@ -51,7 +52,9 @@ CAUSES = ("capacity", "configuration", "pedestal_diverged", "timing", "precision
 DECIDING_TESTS = ("unknown", "neg_skip", "test1", "local_max", "test3", "both_store", "none")
 KINDS = ("a_only", "b_only", "value_diff")
 UNKNOWN, NO, YES = -1, 0, 1
-_CONFIGURATION = ("n_sigma", "noise", "n_pedestal")
+#: The result attributes that change what a finder decides (besides the capacity and
+#: the timing model, which have causes of their own, and the pedestal dtype: precision).
+_CONFIGURATION = ("n_sigma", "noise", "n_pedestal", "common_mode", CALIBRATION_ATTR)
 _CHUNK = 1 << 20
 
 
@@ -85,9 +88,54 @@ def _listing(values: np.ndarray, limit: int = 10) -> str:
     return f"[{shown}{', ...' if len(values) > limit else ''}]"
 
 
+def check_clusters(result: xr.Dataset, name: str = "the result") -> None:
+    """Refuse a result whose attributes or cluster positions cannot be read as the
+    comparison reads them: a malformed ``cluster_size`` or ``frame_shape``, a cluster
+    whose ``frame_number`` is not one of the result's frames, or whose ``y``/``x`` lies
+    outside the frame (a damaged or edited file).
+
+    Parameters
+    ----------
+    result
+        A finder result (`aare_lab.results.check_result` passed).
+    name
+        How the message names it (a file).
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, what is wrong and a few of the offending clusters.
+    """
+    try:
+        parse_cluster_size(result.attrs["cluster_size"])
+    except ValueError as err:
+        raise ValueError(f"{name} has a malformed cluster_size attribute: {err}; it is no "
+                         "result of an aare_lab finder as written, or it was edited") from None
+    try:
+        ny, nx = _frame_shape(result)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} has a malformed frame_shape attribute "
+                         f"{result.attrs['frame_shape']!r}: it must be (ny, nx)") from None
+    frames = result["frame"].to_numpy()
+    problems = []
+    for variable, bad in (
+            ("frame_number", ~np.isin(result["frame_number"].to_numpy(), frames)),
+            ("y", ~((result["y"].to_numpy() >= 0) & (result["y"].to_numpy() < ny))),
+            ("x", ~((result["x"].to_numpy() >= 0) & (result["x"].to_numpy() < nx)))):
+        if bad.any():
+            where = "among its frames" if variable == "frame_number" else \
+                f"within its {ny}x{nx} frames"
+            problems.append(f"{int(bad.sum())} clusters have a {variable} not {where} "
+                            f"(clusters {_listing(np.flatnonzero(bad), 5)})")
+    if problems:
+        raise ValueError(f"{name} is damaged: " + "; ".join(problems)
+                         + "; find clusters again to get a result that can be compared")
+
+
 def check_comparable(results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
                      labels: Sequence[str] | None = None) -> None:
-    """Refuse results that do not cover the same frames, frame shape and cluster size.
+    """Refuse results that do not cover the same frames, frame shape and cluster size,
+    or that `check_clusters` refuses.
 
     Raises
     ------
@@ -99,6 +147,7 @@ def check_comparable(results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
         raise ValueError(f"need at least two results to compare, got {len(results)}")
     for label, result in zip(labels, results):
         check_result(result, label)
+        check_clusters(result, label)
     ref_label, ref = labels[0], results[0]
     for label, result in zip(labels[1:], results[1:]):
         problems = []
@@ -117,6 +166,30 @@ def check_comparable(results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
                 f"{len(only_b)} only in {label} {_listing(only_b)}")
         if problems:
             raise ValueError(f"cannot compare {ref_label} with {label}: " + "; ".join(problems))
+
+
+def configuration_differences(a: xr.Dataset, b: xr.Dataset) -> list[str]:
+    """The parameters besides capacity, timing model and pedestal dtype in which two
+    results differ: `_CONFIGURATION` and the label map of a ``common_mode = "labels"``.
+
+    A parameter one result does not record counts as differing only when the other
+    records it (``common_mode`` is ``"none"`` then).
+
+    Examples
+    --------
+    >>> configuration_differences(xr.Dataset(attrs={"n_sigma": 5.0, "common_mode": "none"}),
+    ...                           xr.Dataset(attrs={"n_sigma": 5.0, "common_mode": "jungfrau"}))
+    ['common_mode']
+    """
+    def value(result, name):
+        # A result without the attribute was found without common mode (older files).
+        return str(result.attrs.get(name, "none" if name == "common_mode" else None))
+
+    names = [name for name in _CONFIGURATION if value(a, name) != value(b, name)]
+    if value(a, "common_mode") == "labels" == value(b, "common_mode") and not \
+            np.array_equal(a["common_mode_labels"], b["common_mode_labels"]):
+        names.append("common_mode_labels")
+    return names
 
 
 # -------------------------------------------------------------------- geometry
@@ -482,7 +555,7 @@ def compare(a: xr.Dataset, b: xr.Dataset, *, labels: Sequence[str] | None = None
     serial = sa if models[0] == "serial" else sb if models[1] == "serial" else None
     in_frame = _in_frame_updates(serial if models_differ else None, pos, y, x, offsets)
 
-    config_differs = any(a.attrs[k] != b.attrs[k] for k in _CONFIGURATION)
+    config_differs = bool(configuration_differences(a, b))
     window_differs = a.attrs["window_dtype"] != b.attrs["window_dtype"]
     # Timing is ruled out only where the maps show neither an in-frame update nor an
     # earlier divergence (which an earlier timing difference may have caused).

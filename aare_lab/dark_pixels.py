@@ -101,13 +101,15 @@ class DarkPixels:
                     "by the detector, with the beam off")
         found = [line for line, mask in zip(self.lines(), (self.zero_rms, self.hot_mean,
                                                            self.hot_rms)) if mask.any()]
+        texts = []
         if found:
-            found[-1] += " (`aare-lab dark` reports the dark frames in full)"
+            texts.append("dark frames: " + "; ".join(found)
+                         + " (`aare-lab dark` reports the dark frames in full)")
         if self.unreachable(n_sigma):
-            found.append(f"n_sigma={n_sigma:g} times the smallest rms ({self.min_rms:.3g} ADU) "
+            texts.append(f"n_sigma={n_sigma:g} times the smallest rms ({self.min_rms:.3g} ADU) "
                          f"is above anything a {MAX_COUNT}-ADU pixel can reach: no cluster "
-                         "can be found; lower n_sigma (5 is usual)")
-        return "dark frames: " + "; ".join(found) if found else None
+                         "can be found; lower n_sigma (3 to 10 is usual)")
+        return "; ".join(texts) if texts else None
 
 
 def dark_pixels(mean: np.ndarray, rms: np.ndarray) -> DarkPixels:

@@ -113,6 +113,11 @@ class FinderSpec:
         if dtype not in PEDESTAL_DTYPES:
             raise ValueError(f"pedestal_dtype must be 'float64' or 'float32', got {dtype!r}")
         set_(self, "pedestal_dtype", str(dtype))
+        largest = float(np.finfo(dtype).max)
+        if n_sigma > largest:
+            # The threshold is computed in the pedestal dtype: it would be infinite.
+            raise ValueError(f"n_sigma={n_sigma:g} does not fit the {dtype} pedestal (at most "
+                             f"{largest:.3g}): lower n_sigma (3 to 10 is usual)")
         if self.noise not in NOISE_MODES:
             raise ValueError(f"noise must be 'running' or 'fixed', got {self.noise!r}")
         if self.max_clusters_per_frame is not None:

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..compare import compare_all, summary_table, worst_mismatch
+from ..compare import check_clusters, compare_all, summary_table, worst_mismatch
 from ..labels import result_labels
 from ..params import parse_cluster_size
 from ..results import check_result, load_result
@@ -46,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     results = [load_result(path) for path in args.results]
     for path, result in zip(args.results, results):
         check_result(result, f"'{path}'")
+        check_clusters(result, f"'{path}'")
     labels = result_labels(results)
     stems = [Path(path).stem for path in args.results]
     if any("#" in label for label in labels) and len(set(stems)) == len(stems):

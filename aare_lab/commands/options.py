@@ -11,6 +11,7 @@ from pathlib import Path
 from .. import checks
 from ..common_mode import PRESETS, load_label_map
 from ..finders import FINDERS, get_finder
+from ..finders.frozen import max_threads
 from ..jungfrau import JungfrauCalibration
 from ..params import WINDOW_DTYPES, parse_cluster_size
 from ..pedestal import NOISE_MODES, PEDESTAL_DTYPES, Pedestal
@@ -80,6 +81,16 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def thread_count(text: str) -> int:
+    """argparse type for ``--threads``: an integer from 1 to the threads Numba has here."""
+    value = positive_int(text)
+    if value > max_threads():
+        raise argparse.ArgumentTypeError(
+            f"{text} threads: this machine runs at most {max_threads()} (Numba's "
+            "NUMBA_NUM_THREADS); give fewer or leave --threads out")
+    return value
+
+
 def non_negative_int(text: str) -> int:
     """argparse type for an integer >= 0."""
     value = _integer(text)
@@ -119,7 +130,8 @@ def add_finder_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("finder")
     group.add_argument("--finder", choices=tuple(FINDERS), default="frozen",
                        help="serial, frozen (cuda where a GPU is available); default frozen")
-    group.add_argument("--threads", type=positive_int, help="threads of the frozen finder")
+    group.add_argument("--threads", type=thread_count,
+                       help=f"threads of the frozen finder, 1..{max_threads()} here")
     group.add_argument("--n-sigma", type=positive_float, default=5.0,
                        help="threshold in units of the pixel noise (default 5)")
     group.add_argument("--cluster-size", type=cluster_size, default=(3, 3), metavar="NYxNX",
@@ -139,8 +151,10 @@ def add_finder_options(parser: argparse.ArgumentParser) -> None:
                        help="subtract a per-frame offset per region: MÖNCH03 supercolumns, "
                             "JUNGFRAU chips, each row of each JUNGFRAU chip, or a .npy label "
                             "map (-1: excluded); default none")
-    group.add_argument("--cap", type=positive_int, default=None, metavar="N",
-                       help="max_clusters_per_frame (default: unbounded)")
+    group.add_argument("--cap", "--max-clusters-per-frame", type=positive_int, default=None,
+                       metavar="N", dest="cap",
+                       help="keep at most N clusters per frame, max_clusters_per_frame in "
+                            "Python (default: unbounded)")
     group.add_argument("--on-truncation", choices=("warn", "error"), default="warn",
                        help="what a frame over the cap does (error: exit code 3)")
     group.add_argument("--window-dtype", choices=WINDOW_DTYPES,
@@ -165,16 +179,21 @@ def finder_spec(args: argparse.Namespace) -> FinderSpec:
     Raises
     ------
     UsageError
-        For ``--threads`` with another finder than frozen.
+        For ``--threads`` with another finder than frozen, and for values that do not go
+        together (``--n-sigma`` beyond the ``--pedestal-dtype``'s range).
     GpuUnavailable
         For ``--finder cuda`` without a usable GPU, before any frame is read.
     """
     if args.threads is not None and args.finder != "frozen":
         raise UsageError(f"--threads applies to the frozen finder only, not --finder "
                          f"{args.finder}")
-    spec = FinderSpec(args.finder, args.n_sigma, args.cluster_size, args.pedestal_dtype,
-                      args.noise, args.cap, window_dtype(args), n_pedestal=args.n_pedestal,
-                      common_mode=args.common_mode)
+    try:
+        spec = FinderSpec(args.finder, args.n_sigma, args.cluster_size, args.pedestal_dtype,
+                          args.noise, args.cap, window_dtype(args), n_pedestal=args.n_pedestal,
+                          common_mode=args.common_mode)
+    except ValueError as err:
+        # Each value passed its own check: what is left is a combination of them.
+        raise UsageError(str(err)) from None
     get_finder(spec.finder).require_available()
     return spec
 

@@ -7,6 +7,11 @@ from ._frozen import frozen_chunk
 from .base import CpuFinder
 
 
+def max_threads() -> int:
+    """The most threads the frozen finder can run on here (Numba's ``NUMBA_NUM_THREADS``)."""
+    return numba.config.NUMBA_NUM_THREADS
+
+
 class FrozenFinder(CpuFinder):
     """Every read in a frame sees the frame-start pedestal; updates apply after the frame.
 
@@ -23,10 +28,8 @@ class FrozenFinder(CpuFinder):
 
     def __init__(self, *args, threads: int | None = None, **kwargs):
         super().__init__(*args, **kwargs)
-        if threads is not None and (isinstance(threads, bool) or not 1 <= threads <= numba.config.NUMBA_NUM_THREADS):
-            raise ValueError(
-                f"threads must be between 1 and {numba.config.NUMBA_NUM_THREADS}, got {threads!r}"
-            )
+        if threads is not None and (isinstance(threads, bool) or not 1 <= threads <= max_threads()):
+            raise ValueError(f"threads must be between 1 and {max_threads()}, got {threads!r}")
         self.threads = threads
         ny = self.pedestal.frame_shape[0]
         self._row_counts = np.zeros(ny, np.int64)
@@ -35,7 +38,7 @@ class FrozenFinder(CpuFinder):
     def _run(self, frames, *, cap, round_values, win, ys, xs, n_found, n_kept,
              map_slot, maps, cm, gs):
         previous = numba.get_num_threads()
-        numba.set_num_threads(self.threads or numba.config.NUMBA_NUM_THREADS)
+        numba.set_num_threads(self.threads or max_threads())
         try:
             return frozen_chunk(frames, *self._kernel_args(), cap, round_values,
                                 self._v, self._codes, self._row_counts, self._row_start,

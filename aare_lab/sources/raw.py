@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from os import PathLike
@@ -11,6 +12,10 @@ import numpy as np
 from .base import FrameChunk, FrameSource, Reader, check_not_empty, existing_file
 
 
+#: Fields that every slsDetector master file in JSON (version 7 on) has.
+MASTER_FIELDS = ("Version", "Detector Type", "Pixels")
+
+
 def import_aare():
     """Import aare, which is optional because only raw files need it."""
     try:
@@ -18,9 +23,34 @@ def import_aare():
     except ImportError as err:
         raise ImportError(
             "reading slsDetector raw files needs PSI's aare package: "
-            'pip install "aare_lab[aare]"'
+            'pip install "aare_lab[aare]" (aare has wheels for Python 3.12 and 3.13; on '
+            "other versions pip builds it from source, which needs a C++17 compiler and "
+            "CMake)"
         ) from err
     return aare
+
+
+def check_master_json(path) -> None:
+    """Refuse a ``.json`` file that is no slsDetector master file, naming it, before aare
+    is needed.
+
+    Raises
+    ------
+    ValueError
+        For a file that is not JSON, or JSON without the `MASTER_FIELDS`.
+    """
+    hint = ("open the *_master_<index>.json file that slsReceiver wrote beside the "
+            "acquisition's *_d<module>_f<file>_<index>.raw files")
+    try:
+        fields = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"'{path}' is not an slsDetector master file: it is not JSON "
+                         f"({err.msg} at line {err.lineno}); {hint}") from None
+    missing = [name for name in MASTER_FIELDS
+               if not isinstance(fields, dict) or name not in fields]
+    if missing:
+        raise ValueError(f"'{path}' is not an slsDetector master file: its JSON has no "
+                         f"{', '.join(repr(name) for name in missing)}; {hint}")
 
 
 class RawSource(FrameSource):
@@ -40,8 +70,8 @@ class RawSource(FrameSource):
     FileNotFoundError
         For a missing master file.
     ValueError
-        For a data file instead of the master file, a file aare cannot read, or one
-        without frames.
+        For a data file instead of the master file, a JSON file that is no master file,
+        a file aare cannot read, or one without frames.
     TypeError
         For a bit depth other than 16.
     """
@@ -53,6 +83,8 @@ class RawSource(FrameSource):
                 f"'{self.path}' is not an slsDetector master file: open the "
                 "*_master_<index>.json (or .raw) file of the acquisition"
             )
+        if self.path.suffix.lower() == ".json":
+            check_master_json(self.path)
         raw = self._open()
         if raw.bitdepth != 16:
             raise TypeError(
