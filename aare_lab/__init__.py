@@ -54,6 +54,10 @@ _EXPORTS = {
     "JungfrauCalibration": "jungfrau",
     "read_clusterfile": "clusterfile",
     "write_clusterfile": "clusterfile",
+    "eta2": "imaging",
+    "full_eta2": "imaging",
+    "eta3": "imaging",
+    "cross_eta3": "imaging",
 }
 
 #: Submodules reached as attributes without an explicit import.
