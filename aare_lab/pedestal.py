@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, fields
+from os import PathLike
 from typing import NamedTuple
 
 import numpy as np
@@ -20,7 +21,10 @@ from ._version import __version__
 from .checks import positive_int
 from .dark_photons import DarkPhotons
 from .frames import as_frame_stack
+from .sources import FrameSource, open_source
 
+#: Dark frames read from a source at a time.
+DARK_CHUNK = 100
 PEDESTAL_DTYPES = ("float64", "float32")
 NOISE_MODES = ("running", "fixed")
 #: The attribute that marks a pedestal file, and the version of its layout.
@@ -175,8 +179,27 @@ class Pedestal:
         Parameters
         ----------
         frames
-            One ``uint16`` frame ``(ny, nx)`` or a stack ``(n, ny, nx)``.
+            One ``uint16`` frame ``(ny, nx)``, a stack ``(n, ny, nx)``, or what
+            `aare_lab.find_clusters` reads frames from: a `aare_lab.sources.FrameSource`
+            or a file (``"dark.npy"``, ``"dark.h5:/data"``, a master file...,
+            `aare_lab.sources.open_source`), read in chunks of `DARK_CHUNK` frames.
+
+        Raises
+        ------
+        TypeError, ValueError
+            For frames that are not ``uint16`` of the pedestal's frame shape, and as
+            `aare_lab.sources.open_source` does for a file.
         """
+        if isinstance(frames, (FrameSource, str, PathLike)):
+            source = open_source(frames)
+            if tuple(source.frame_shape) != self.frame_shape:
+                raise ValueError(
+                    f"the dark frames of {source.describe()} are "
+                    f"{source.frame_shape[0]}x{source.frame_shape[1]} (ny x nx) but the "
+                    f"pedestal is {self.frame_shape[0]}x{self.frame_shape[1]}")
+            for chunk in source.chunks(DARK_CHUNK):
+                self.push_dark(chunk.frames)
+            return
         stack = as_frame_stack(frames, self.frame_shape, what="dark frames")
         for frame in stack:
             if self.ready:

@@ -13,11 +13,9 @@ from tqdm.auto import tqdm
 from .destination import Destination
 from .dark_photons import DarkPhotonSample, IlluminatedDarkWarning
 from .jungfrau import GainBitsTally, GainBitsWarning, gain_bits_per_frame
-from .pedestal import Pedestal
+from .pedestal import DARK_CHUNK, Pedestal
 from .sources import FrameSource, open_source
 from .spec import FinderSpec
-
-DARK_CHUNK = 100
 
 
 def check_frame_shapes(dark: FrameSource, frames) -> None:

@@ -135,3 +135,24 @@ def test_bad_dark_frames_are_refused():
     with pytest.raises(ValueError, match="4x5"):
         ped.push_dark(np.zeros((1, 4, 5), np.uint16))
     assert ped.n_frames == 0
+
+
+def test_push_dark_takes_what_find_clusters_takes(tmp_path):
+    """A file or a FrameSource, as find_clusters' dark frames (it once said "got dtype
+    object" for a source of a uint16 file)."""
+    from aare_lab.sources import open_source
+
+    dark = np.random.default_rng(3).normal(1000, 5, (7, 6, 5)).round().astype(np.uint16)
+    np.save(tmp_path / "dark.npy", dark)
+    expected = Pedestal((6, 5), 5)
+    expected.push_dark(dark)
+    for given in (open_source(tmp_path / "dark.npy"), tmp_path / "dark.npy",
+                  str(tmp_path / "dark.npy")):
+        pedestal = Pedestal((6, 5), 5)
+        pedestal.push_dark(given)
+        assert pedestal.n_frames == 7
+        for name, value in expected.state().items():
+            np.testing.assert_array_equal(pedestal.state()[name], value)
+    with pytest.raises(ValueError, match=r"dark frames of '.*dark.npy' are 6x5 \(ny x nx\) "
+                                         r"but the pedestal is 5x6"):
+        Pedestal((5, 6), 5).push_dark(tmp_path / "dark.npy")
