@@ -210,3 +210,18 @@ def test_a_virtual_server_acquisition_is_consumed_to_its_end_message(receivers):
     assert (frames.reshape(len(frames), -1) == pattern).all()
     assert (stats.frames_received, stats.acquisitions_ended, stats.frames_lost) == (
         VIRTUAL_FRAMES, 1, 0)
+
+
+def test_frames_the_receiver_never_streamed_after_the_last_are_lost(receivers, sim):
+    """The receiver was told of VIRTUAL_FRAMES frames (its progress counts them): of an
+    acquisition stopped after 12, the 8 never sent are lost, counted at its end."""
+    setup = receivers["one"]
+    frames, _ = sim.frames(12, start=60)
+    with StreamSource(setup.endpoints) as source:
+        time.sleep(JOIN)
+        send_run(setup, {n: [f] for n, f in enumerate(frames, 1)})
+        numbers = [n for chunk in source.chunks() for n in chunk.numbers.tolist()]
+        stats = source.stats
+    assert numbers == list(range(1, 13))
+    assert (stats.frames_received, stats.frames_lost, stats.acquisitions_ended) == (
+        12, VIRTUAL_FRAMES - 12, 1)
