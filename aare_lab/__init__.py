@@ -58,11 +58,16 @@ _EXPORTS = {
     "full_eta2": "imaging",
     "eta3": "imaging",
     "cross_eta3": "imaging",
+    "build_interpolation": "imaging",
+    "interpolate": "imaging",
+    "image": "imaging",
+    "save_interpolation": "imaging",
+    "load_interpolation": "imaging",
 }
 
 #: Submodules reached as attributes without an explicit import.
-SUBMODULES = ("caps", "compare", "explain", "plots", "result_memory", "simulate", "sources",
-              "spectra", "widgets")
+SUBMODULES = ("caps", "compare", "explain", "imaging", "plots", "result_memory", "simulate",
+              "sources", "spectra", "widgets")
 
 # Not in __all__: a star import must not pull in matplotlib or ipywidgets.
 __all__ = ["__version__", *_EXPORTS]
