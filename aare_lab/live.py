@@ -9,7 +9,9 @@ first frames or starts from a trained one, finds clusters and keeps, in an outpu
   ``underflow`` and ``overflow`` attributes), as `aare_lab.results.spectrum` makes it: in
   ADU, or in keV when the spec has a JUNGFRAU calibration;
 - ``stats.json``: the source's counts, exactly the keys of ``stats.as_dict()``, its
-  refused messages by kind under ``messages_refused`` (``{}`` when none), and with a
+  refused messages by kind under ``messages_refused`` (``{}`` when none), where the
+  stream's frames changed shape while the pedestal was training on them
+  ``dark_frames_discarded`` (the frames taken before, processed and not used), and with a
   calibration ``n_flagged``, the pixels of the data frames flagged so far (never photons),
   with int16 windows ``n_window_clipped``, their taps at the int16 limits so far;
 - with ``clusters=True``, ``clusters.nc``: the result file of ``find(..., out=...)``, with
@@ -133,7 +135,8 @@ class LiveRun:
     n_dark
         Train on the first ``n_dark`` frames of the stream (at least ``spec.n_pedestal``;
         the frames beyond N update the trained pedestal, as `aare_lab.train_pedestal`
-        does). They count as processed and are not in the spectrum.
+        does). They count as processed and are not in the spectrum. Frames of another
+        shape before the training is done start it again (`report` says so).
     edges
         Fixed bin edges of the spectrum, in the spec's units (`FinderSpec.units`); default
         `DEFAULT_EDGES` in ADU, `DEFAULT_KEV_EDGES` in keV (`fixed_edges`).
@@ -208,8 +211,10 @@ class LiveRun:
         self.interrupted: str | None = None
         self._options = {**finder_options, "on_truncation": "warn"}
         self._pedestal = None if pedestal is None else pedestal.copy()
+        self._n_dark = n_dark
         self._dark_left = n_dark or 0
         self._dark_checks = DarkChecks(source, spec.calibration is not None, n_dark)
+        self.dark_discarded = 0
         self.finder: Finder | None = None
         if self._pedestal is not None:
             self._make_finder(stacklevel=2)
@@ -297,6 +302,9 @@ class LiveRun:
     # ---------------------------------------------------------------- helpers
     def _take(self, chunk, acquisition: int) -> None:
         numbers, frames = chunk
+        if self._dark_left and self._pedestal is not None \
+                and frames.shape[1:] != self._pedestal.frame_shape:
+            self._train_again(frames.shape[1:])
         self._check_shape(frames.shape[1:])
         if self._dark_left:
             if self._pedestal is None:
@@ -321,6 +329,21 @@ class LiveRun:
             self.finder.report_gain_bits(self.source.describe(), stacklevel=3)
         self.source.mark_processed(len(chunk.numbers))
         self.taken += len(chunk.numbers)
+
+    def _train_again(self, shape: tuple[int, int]) -> None:
+        """The stream's frames changed shape before the pedestal was trained: the frames
+        taken so far were not the run's (stray frames of another format, a whole short
+        acquisition of them), so training starts again on the frames that follow."""
+        old = self._pedestal.frame_shape
+        taken = self._n_dark - self._dark_left
+        self.dark_discarded += taken
+        self.report(f"live: {self.source.describe()} now sends {shape[0]}x{shape[1]} frames, "
+                    f"not {old[0]}x{old[1]}: the {taken:,} dark frames taken so far are "
+                    f"discarded, the pedestal is trained on the next {self._n_dark:,}")
+        self._pedestal = None
+        self._dark_left = self._n_dark
+        self._dark_checks = DarkChecks(self.source, self.spec.calibration is not None,
+                                       self._n_dark)
 
     def _check_shape(self, shape: tuple[int, int]) -> None:
         """Refuse frames of another shape than the calibration's or the pedestal's."""
@@ -382,6 +405,8 @@ class LiveRun:
         stream = stats.as_dict()
         refused = dict(getattr(stats, "refused", {}))
         counts = {**stream, "messages_refused": refused}
+        if self.dark_discarded:
+            counts["dark_frames_discarded"] = self.dark_discarded
         if self.spec.calibration is not None:
             counts["n_flagged"] = self.n_flagged
         if counts_clipping(self.spec.window_dtype):

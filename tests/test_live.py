@@ -61,9 +61,10 @@ def live_here(publisher, out, send, *options):
     return live_cli(publisher, send, "--noise", "fixed", "--out", str(out), *options)
 
 
-def assert_same_as_offline(out, offline, n_frames, first_number):
+def assert_same_as_offline(out, offline, n_frames, first_number, extra_keys=()):
     """The live files hold the first ``n_frames`` data frames of the offline result, whose
-    frames are numbered from 0 where the stream numbered them from ``first_number``."""
+    frames are numbered from 0 where the stream numbered them from ``first_number``;
+    ``stats.json`` has the usual keys and ``extra_keys``."""
     expected = offline.isel(frame=slice(n_frames))
     expected = expected.isel(cluster=np.flatnonzero(offline["frame_number"] < n_frames))
     found = load_result(out / "clusters.nc")
@@ -80,7 +81,7 @@ def assert_same_as_offline(out, offline, n_frames, first_number):
     assert spectrum.attrs["overflow"] == np.count_nonzero(energies > edges[-1])
     assert spectrum.attrs["n_frames"] == n_frames
     stats = json.loads((out / "stats.json").read_text())
-    assert set(stats) == COUNT_KEYS
+    assert set(stats) == COUNT_KEYS | set(extra_keys)
     return stats
 
 
@@ -135,6 +136,30 @@ def test_stray_frames_before_the_run_are_refused_and_shown(stray, run, offline, 
     stats = assert_same_as_offline(tmp_path, result, 40, N_DARK + 1)
     assert stats["messages_refused"] == {"format": 3} and stats["messages_malformed"] == 3
     assert stats["frames_received"] == stats["frames_processed"] == 70
+
+
+def test_a_short_acquisition_of_another_shape_before_the_run_trains_nothing(
+        run, offline, publisher, tmp_path, capsys):
+    """Three frames of another shape that end their own acquisition are the stream's
+    format until the run's frames settle theirs: the pedestal trained on them is dropped
+    and trained again on the run, which is found as offline."""
+    result, _ = offline
+
+    def send():
+        publisher.send_frames(run.frames[:3, :24, :20])
+        publisher.end_acquisition()
+        publisher.send_frames(run.dark)
+        publisher.send_frames(run.frames)
+        publisher.end_acquisition()
+
+    assert live_here(publisher, tmp_path, send, "--n-dark", str(N_DARK), "--n-pedestal",
+                     str(N_DARK), "--clusters", "--duration", "3", "--interval", "0.2") == 0
+    output = capsys.readouterr().out
+    assert ("now sends 48x40 frames, not 24x20: the 3 dark frames taken so far are "
+            "discarded, the pedestal is trained on the next 30") in output
+    assert "40 data frames" in output
+    stats = assert_same_as_offline(tmp_path, result, 40, N_DARK + 1, {"dark_frames_discarded"})
+    assert stats["dark_frames_discarded"] == 3 and stats["frames_processed"] == 73
 
 
 def test_frames_queued_at_a_stop_are_counted(run, offline, publisher, tmp_path):

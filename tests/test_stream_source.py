@@ -511,6 +511,29 @@ def test_a_slow_consumer_drops_whole_chunks_with_bounded_memory():
     assert peak < 4e6, peak
 
 
+def test_a_flood_counts_every_frame_sent_as_received_or_lost():
+    """Frames sent faster than they are read: ZeroMQ drops them at its high-water mark,
+    the end message too maybe, and the last ones; the next acquisition's start (or the
+    end) tells the first one's size, so that every frame sent is received or lost."""
+    frames = frames_of(50, (100, 100))
+    sent = 20_000
+    with StreamPublisher("tcp://127.0.0.1:0", hwm=16, total_frames=sent) as pub, \
+            StreamSource(pub.endpoints, chunk_frames=16, queue_chunks=2, stop_at_end=False,
+                         receive_timeout=1.5) as source:
+        pub.wait_for_subscribers()
+        pub.stream(frames, 1e9, n_frames=sent)   # as fast as it goes, then the end
+        time.sleep(0.5)
+        pub.total_frames = 5
+        pub.send_frames(frames[:5])
+        pub.end_acquisition()
+        for _ in source.chunks():
+            pass
+        stats = source.stats
+    assert stats.frames_received + stats.frames_lost == sent + 5
+    assert stats.frames_received == stats.frames_queued + stats.frames_dropped
+    assert stats.acquisitions == 2
+
+
 def test_close_is_prompt_and_waiting_for_a_shape_times_out():
     with zmq.Context() as context, context.socket(zmq.PUB) as silent:
         silent.bind("tcp://127.0.0.1:0")
