@@ -1,0 +1,191 @@
+"""One run of a campaign, as a worker does it: train (or load) the pedestal, find, and
+write the clusters, the spectrum, the pedestal and the run's row to ``DIR/<run>/``.
+
+Everything of an attempt is written into its own hidden folder
+``DIR/.<run>.attempt-<uuid>/`` that is renamed to ``DIR/<run>/`` only once complete
+(`publish`): a run done again after its worker died never meets the dead worker's files,
+and ``DIR/<run>/`` is always one whole attempt. The task returns the run's row (small);
+what goes wrong with its inputs is caught and returned as a failed row with a one-line
+reason, so that one bad run stops no other.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import time
+import uuid
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..dark_photons import IlluminatedDarkWarning
+from ..dark_pixels import DarkPixelWarning
+from ..dark_quality import DarkFrameWarning
+from ..fit import fit_peak
+from ..pedestal import Pedestal
+from ..pipeline import check_frame_shapes, train_pedestal_for
+from ..results import counts_spectrum, truncated_frames, write_netcdf
+from ..sources import open_source
+from ..spec import FinderSpec
+from .bins import CampaignBins
+from .manifest import RUN_FILE
+from .runs import Run
+
+CLUSTERS, SPECTRUM, PEDESTAL = "clusters.nc", "spectrum.nc", "pedestal.nc"
+#: The attribute that marks a run's ``spectrum.nc`` (`aare_lab.results.read_netcdf`).
+SPECTRUM_MARK = ("aare_lab_campaign_spectrum", 1)
+#: The warnings that say a run's dark frames are wanting (its ``dark_ok``).
+DARK_WARNINGS = (DarkFrameWarning, DarkPixelWarning, IlluminatedDarkWarning)
+#: A run's row: what the campaign's table holds per run (`aare_lab.campaign.combine`).
+NUMBERS = ("frames", "clusters", "truncated_frames", "ka_position", "ka_position_err",
+           "ka_fwhm", "ka_fwhm_err", "dark_frames", "dark_false_rate_factor", "seconds")
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The peak fitted in each run's spectrum (`aare_lab.fit.fit_peak`): its window
+    ``(low, high)`` in the spectrum's units, and optionally the Kα/Kβ ``lines``."""
+
+    window: tuple[float, float]
+    lines: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class RunTask:
+    """What a worker needs for the runs of one campaign besides the run itself."""
+
+    spec: FinderSpec
+    out: str
+    bins: CampaignBins
+    peak: Peak | None = None
+    finder_options: tuple = ()
+
+
+def attempt_folder(out: Path, name: str) -> Path:
+    """A new attempt's folder for the run ``name``."""
+    return out / f".{name}.attempt-{uuid.uuid4().hex}"
+
+
+def is_attempt(path: Path) -> bool:
+    """Whether ``path`` is an attempt's folder (finished or left by a dead worker)."""
+    return path.name.startswith(".") and ".attempt-" in path.name
+
+
+def worker_name() -> str:
+    """The Dask worker running this (its address), else ``host:pid``."""
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def process_run(run: Run, key: str | None, task: RunTask) -> dict:
+    """Do ``run`` (see the module) and return its row.
+
+    Parameters
+    ----------
+    run
+        The run.
+    key
+        Its run key (`aare_lab.campaign.manifest.run_key`), written with its row.
+    task
+        The campaign's spec, output folder, bins, peak and finder options.
+
+    Returns
+    -------
+    dict
+        The row: ``run``, ``status`` (``"done"`` or ``"failed"``), ``reason``, `NUMBERS`,
+        ``dark_ok``, ``warnings`` (categories), ``notes`` (their texts), ``worker``, ``key``.
+    """
+    start = time.perf_counter()
+    out = Path(task.out)
+    attempt = attempt_folder(out, run.name)
+    row = {"run": run.name, "key": key, "worker": worker_name(), "status": "failed",
+           "reason": "", **{name: np.nan for name in NUMBERS}, "dark_ok": False,
+           "warnings": "", "notes": []}
+    try:
+        attempt.mkdir(parents=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            row.update(_find(run, task, attempt))
+        row["warnings"] = ",".join(sorted({w.category.__name__ for w in caught}))
+        row["notes"] = [str(w.message).splitlines()[0] for w in caught]
+        row["dark_ok"] = not any(issubclass(w.category, DARK_WARNINGS) for w in caught)
+        row.update(status="done", seconds=time.perf_counter() - start)
+        (attempt / RUN_FILE).write_text(json.dumps(row, default=float))
+        publish(attempt, out / run.name)
+    except Exception as err:  # noqa: BLE001: whatever went wrong, the run is failed, not the campaign
+        shutil.rmtree(attempt, ignore_errors=True)
+        row.update(status="failed", reason=one_line(err), seconds=time.perf_counter() - start)
+    return row
+
+
+def _find(run: Run, task: RunTask, attempt: Path) -> dict:
+    spec = task.spec
+    frames = open_source(run.frames)
+    if run.pedestal is not None:
+        pedestal = Pedestal.load(run.pedestal)
+    else:
+        dark = open_source(run.dark)
+        check_frame_shapes(dark, frames)
+        pedestal = train_pedestal_for(spec, dark, spec.n_pedestal or 1000, progress=False)
+    # As trained, before the data frames move it.
+    pedestal.save(attempt / PEDESTAL)
+    finder = spec.make_finder(pedestal, **dict(task.finder_options))
+    with finder.find(frames, progress=False, out=attempt / CLUSTERS) as result:
+        energies = result["energy"].to_numpy()
+        n_frames = int(result.sizes["frame"])
+        row = {"frames": n_frames, "clusters": int(result.sizes["cluster"]),
+               "truncated_frames": len(truncated_frames(result)),
+               "dark_frames": int(result.attrs.get("dark_frames", pedestal.n_frames)),
+               "dark_false_rate_factor": float(result.attrs.get(
+                   "dark_expected_false_rate_factor", np.nan))}
+    edges, counts, underflow, overflow = task.bins.count(energies)
+    spectrum = counts_spectrum(counts, edges, spec, n_frames, underflow, overflow)
+    write_netcdf(spectrum.to_dataset().assign_attrs(dict([SPECTRUM_MARK])),
+                 attempt / SPECTRUM)
+    if task.peak is not None:
+        row.update(fitted_peak(spectrum["energy"].to_numpy(), counts, task.peak))
+    return row
+
+
+def fitted_peak(centres: np.ndarray, counts: np.ndarray, peak: Peak) -> dict:
+    """Kα's position and FWHM with their errors; NaN with a warning where the fit fails."""
+    try:
+        fit = fit_peak(centres, counts, peak.window, peak.lines)
+    except ValueError as err:
+        warnings.warn(f"no Kα fit: {err}", UserWarning, stacklevel=2)
+        return {}
+    return {"ka_position": fit.position, "ka_position_err": fit.position_err,
+            "ka_fwhm": fit.fwhm, "ka_fwhm_err": fit.fwhm_err}
+
+
+def publish(attempt: Path, folder: Path) -> None:
+    """Rename a finished attempt to the run's folder; an older result there is moved
+    aside first and then removed, so the folder is one attempt or the other, never a mix."""
+    old = None
+    if folder.exists():
+        old = folder.with_name(f".{folder.name}.attempt-{uuid.uuid4().hex}-replaced")
+        os.replace(folder, old)
+    os.replace(attempt, folder)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def one_line(err: BaseException) -> str:
+    """An error as one line: its message (with its type where that says more)."""
+    text = (str(err).strip().splitlines() or [""])[0]
+    if isinstance(err, (OSError, ValueError, TypeError)) and text:
+        return text
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+__all__ = ["CLUSTERS", "NUMBERS", "PEDESTAL", "SPECTRUM", "SPECTRUM_MARK", "Peak", "RunTask", "is_attempt",
+           "one_line", "process_run", "publish"]

@@ -1,0 +1,185 @@
+"""aare_lab.campaign: runs tables, dark policies, fingerprints, the manifest, and a
+campaign on a local Dask cluster against a serial loop of find_clusters."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("distributed", reason="the campaign needs the [campaign] extra")
+
+from aare_lab.campaign import Campaign, DarkPerRun, Run, SavedPedestals, failed_runs, runs_table
+from aare_lab.campaign.bins import CampaignBins
+from aare_lab.campaign.darks import with_darks
+from aare_lab.campaign.fingerprint import fingerprint
+from aare_lab.campaign.manifest import MANIFEST
+from aare_lab.campaign.task import publish
+from aare_lab.pipeline import train_pedestal_for
+from campaign_helpers import PEAK, SPEC, assert_run_equals, serial_loop, write_runs
+
+
+def test_runs_from_globs_master_files_hdf5_and_a_table(tmp_path):
+    for name in ("b.npy", "a.npy"):
+        (tmp_path / name).write_bytes(b"")
+    table = tmp_path / "runs.csv"
+    table.write_text("run,frames,dark\nfirst,a.npy,d.npy\nsecond,/abs/b.h5:/entry/data,\n")
+    assert [r.name for r in runs_table(str(tmp_path / "*.npy"))] == ["a", "b"]
+    assert [r.name for r in runs_table(["x/scan_master_3.json", "y/z.h5:/entry/data"])] == \
+        ["scan_3", "z"]
+    assert runs_table(str(table)) == [
+        Run("first", str(tmp_path / "a.npy"), str(tmp_path / "d.npy")),
+        Run("second", "/abs/b.h5:/entry/data")]
+    with pytest.raises(ValueError, match="two runs are named 'a'"):
+        runs_table(["p/a.npy", "q/a.npy"])
+    with pytest.raises(FileNotFoundError, match="no file matches"):
+        runs_table(str(tmp_path / "none*.npy"))
+
+
+def test_dark_policies():
+    runs = [Run("a", "a.npy"), Run("b", "b.npy")]
+    assert [r.dark for r in with_darks(runs, "d.npy")] == ["d.npy", "d.npy"]
+    assert [r.dark for r in with_darks(runs, "darks/{run}.npy")] == ["darks/a.npy",
+                                                                    "darks/b.npy"]
+    assert [r.dark for r in with_darks(runs, {"a": "x.npy", "b": "y.npy"})] == ["x.npy",
+                                                                              "y.npy"]
+    saved = with_darks(runs, SavedPedestals("peds/{run}.nc"))
+    assert [(r.dark, r.pedestal) for r in saved] == [(None, "peds/a.nc"), (None, "peds/b.nc")]
+    with pytest.raises(ValueError, match="no dark for the run 'b'"):
+        with_darks(runs, DarkPerRun({"a": "x.npy"}))
+    with pytest.raises(ValueError, match="no dark frames or saved pedestal for the runs a, b"):
+        with_darks(runs, None)
+
+
+def test_fingerprint_follows_content_and_mtime(tmp_path):
+    path = tmp_path / "f.npy"
+    np.save(path, np.zeros((300, 32, 32), np.uint16))
+    first = fingerprint(str(path))
+    assert fingerprint(str(path)) == first
+    data = np.zeros((300, 32, 32), np.uint16)
+    data[-1, -1, -1] = 1
+    np.save(path, data)
+    os.utime(path, ns=(os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns))
+    assert fingerprint(str(path)) not in (first, None)
+    assert fingerprint(str(tmp_path / "gone.npy")) is None
+
+
+def test_lattice_bins_add_up_to_one_histogram():
+    bins = CampaignBins("ADU", width=3)
+    a, b = np.array([10.0, 11, 40]), np.array([-7.0, 12, 90])
+    ea, ca, *_ = bins.count(a)
+    eb, cb, *_ = bins.count(b)
+    first = min(bins.index(ea), bins.index(eb))
+    edges = bins.lattice(first, max(bins.index(ea) + len(ca), bins.index(eb) + len(cb)))
+    summed = np.zeros(len(edges) - 1, np.int64)
+    for e, c in ((ea, ca), (eb, cb)):
+        summed[bins.index(e) - first:][:len(c)] += c
+    np.testing.assert_array_equal(summed, np.histogram(np.r_[a, b], edges)[0])
+
+
+def test_campaign_equals_a_serial_loop(tmp_path):
+    paths = write_runs(tmp_path)
+    campaign = Campaign([str(p) for p in paths], SPEC, dark=str(tmp_path / "dark.npy"),
+                        out=tmp_path / "out", peak=PEAK)
+    result = campaign.run(workers=2, processes=False, progress=False)
+    serial = serial_loop(paths, tmp_path / "dark.npy")
+    for path, expected in zip(paths, serial):
+        assert_run_equals(tmp_path / "out" / path.stem, expected)
+    edges = np.r_[result["energy_lo"].to_numpy(), result["energy_hi"].to_numpy()[-1]]
+    energies = np.concatenate([s["energy"].to_numpy() for s in serial])
+    np.testing.assert_array_equal(result["spectrum"].to_numpy(),
+                                  np.histogram(energies, edges)[0])
+    assert result["spectrum"].sum() == len(energies)
+    assert list(result["clusters"].to_numpy()) == [s.sizes["cluster"] for s in serial]
+    assert list(result["frames"].to_numpy()) == [20] * 4
+    assert set(result["status"].to_numpy()) == {"done"}
+    assert np.all(np.abs(result["ka_position"].to_numpy() - 322) < 15)
+    assert len(set(result["worker"].to_numpy())) == 2
+    table = (tmp_path / "out" / "runs.csv").read_text().splitlines()
+    assert table[0].startswith("run,status,frames,clusters,truncated_frames,ka_position")
+    assert [line.split(",")[0] for line in table[1:]] == ["run0", "run1", "run2", "run3"]
+    assert not [p for p in (tmp_path / "out").iterdir() if ".attempt-" in p.name]
+
+
+def test_a_second_run_skips_what_is_finished_and_redoes_what_changed(tmp_path):
+    paths = write_runs(tmp_path, n_runs=3)
+    def campaign(**changes):
+        options = dict(dark=str(tmp_path / "dark.npy"), out=tmp_path / "out") | changes
+        return Campaign([str(p) for p in paths], options.pop("spec", SPEC), **options)
+    campaign().run(workers=1, processes=False, progress=False)
+    assert campaign().pending() == []
+    np.save(paths[1], np.load(paths[0]))
+    assert [r.name for r in campaign().pending()] == ["run1"]
+    assert [r.name for r in campaign(spec=SPEC.replace(n_sigma=4)).pending()] == \
+        ["run0", "run1", "run2"]
+    assert len(campaign().pending(force=True)) == 3
+    before = (tmp_path / "out" / "run0" / "run.json").stat().st_mtime_ns
+    result = campaign().run(workers=1, processes=False, progress=False)
+    assert (tmp_path / "out" / "run0" / "run.json").stat().st_mtime_ns == before
+    assert result["clusters"][1] == result["clusters"][0]
+    assert campaign().pending() == []
+
+
+def test_bad_inputs_fail_their_runs_alone(tmp_path):
+    paths = write_runs(tmp_path, n_runs=2)
+    (tmp_path / "corrupt.npy").write_bytes(b"\x93NUMPY garbage")
+    runs = [str(paths[0]), str(tmp_path / "corrupt.npy"), str(tmp_path / "missing.npy"),
+            str(paths[1])]
+    result = Campaign(runs, SPEC, dark=str(tmp_path / "dark.npy"), out=tmp_path / "out").run(
+        workers=2, processes=False, progress=False)
+    failed = failed_runs(result)
+    assert list(failed) == ["corrupt", "missing"]
+    assert "corrupt.npy" in failed["corrupt"] and "missing.npy" in failed["missing"]
+    assert all("\n" not in reason for reason in failed.values())
+    assert list(result["status"].to_numpy()) == ["done", "failed", "failed", "done"]
+    assert list(result["clusters"].to_numpy()[[1, 2]]) == [-1, -1]
+    assert result.attrs["failed_runs"] == "corrupt missing"
+    assert not (tmp_path / "out" / "corrupt").exists()
+    manifest = json.loads((tmp_path / "out" / MANIFEST).read_text())
+    assert {name: row["status"] for name, row in manifest["runs"].items()} == {
+        "run0": "done", "corrupt": "failed", "missing": "failed", "run1": "done"}
+
+
+def test_a_dead_attempts_leftovers_neither_block_nor_mix(tmp_path):
+    paths = write_runs(tmp_path, n_runs=1)
+    out = tmp_path / "out"
+    leftover = out / ".run0.attempt-deadbeef"
+    leftover.mkdir(parents=True)
+    (leftover / "clusters.partial.nc").write_bytes(b"half")
+    (out / "run0").mkdir()
+    (out / "run0" / "clusters.nc").write_bytes(b"an older, unfinished result")
+    result = Campaign([str(paths[0])], SPEC, dark=str(tmp_path / "dark.npy"), out=out).run(
+        workers=1, processes=False, progress=False)
+    assert result["status"].item() == "done"
+    assert sorted(p.name for p in out.iterdir()) == ["campaign.nc", "manifest.json", "run0",
+                                                     "runs.csv"]
+    assert_run_equals(out / "run0", serial_loop(paths, tmp_path / "dark.npy")[0])
+
+
+def test_publish_replaces_an_older_result_whole(tmp_path):
+    old, new = tmp_path / "run", tmp_path / ".run.attempt-1"
+    for folder, text in ((old, "old"), (new, "new")):
+        folder.mkdir()
+        (folder / "a").write_text(text)
+    (old / "only_old").write_text("")
+    publish(new, old)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    assert sorted(p.name for p in old.iterdir()) == ["a"] and (old / "a").read_text() == "new"
+
+
+def test_saved_pedestals_per_run(tmp_path):
+    paths = write_runs(tmp_path, n_runs=2)
+    from aare_lab.sources import open_source
+
+    for path in paths:
+        pedestal = train_pedestal_for(SPEC, open_source(str(tmp_path / "dark.npy")), 40,
+                                      progress=False)
+        pedestal.save(tmp_path / f"{path.stem}.nc")
+    result = Campaign([str(p) for p in paths], SPEC,
+                      dark=SavedPedestals(str(tmp_path / "{run}.nc")),
+                      out=tmp_path / "out").run(workers=1, processes=False, progress=False)
+    for path, expected in zip(paths, serial_loop(paths, tmp_path / "dark.npy")):
+        assert_run_equals(tmp_path / "out" / path.stem, expected)
+    assert set(result["status"].to_numpy()) == {"done"}
