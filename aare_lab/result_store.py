@@ -30,6 +30,7 @@ from __future__ import annotations
 import collections
 import errno
 import os
+import threading
 import time
 import warnings
 from collections.abc import Mapping
@@ -53,11 +54,9 @@ GROWING = ("cluster", "frame", "branch_frame")
 STATE_ATTRS = ("complete", "frames_written")
 #: About this many bytes per HDF5 chunk of a growing variable (before encoding).
 CHUNK_BYTES = 1 << 20
-#: Chunks of uncompressed files are smaller: HDF5 stores every chunk whole, so a result of
-#: a few clusters would take a megabyte per variable.
-RAW_CHUNK_BYTES = 64 << 10
 #: The encodings a result file may have: HDF5's shuffle and deflate filters (readable by
-#: every netCDF4 reader), or none (the raw values; for readers without deflate).
+#: every netCDF4 reader), or none (the raw values, in whole chunks: a result of a few
+#: clusters then takes a megabyte per variable).
 COMPRESSIONS = ("deflate", "none")
 #: Seconds between two checkpoints of a long run: the file on disk then holds every frame
 #: appended, so that even a killed process leaves a readable partial file.
@@ -121,6 +120,9 @@ class _Column:
         self.name, self.dim, self.dataset = name, dim, dataset
         self.chunk_rows, self.shuffled = chunk_rows, shuffled
         self.row_shape, self.dtype = dataset.shape[1:], dataset.dtype
+        #: Chunk buffers whose contents reached the file (encoded, or written raw): reused,
+        #: since fresh memory costs a page fault per page at first touch.
+        self.free: collections.deque[np.ndarray] = collections.deque()
         self.staged = self._new_chunk()
         self.n_staged = 0
         #: The index of the chunk being filled; those before it are whole and handed off.
@@ -133,8 +135,16 @@ class _Column:
         self.broken: int | None = None
 
     def _new_chunk(self) -> np.ndarray:
-        # Zeros past the rows staged keep a short tail's encoding small.
-        return np.zeros((self.chunk_rows, *self.row_shape), self.dtype)
+        try:
+            return self.free.pop()
+        except IndexError:
+            return np.empty((self.chunk_rows, *self.row_shape), self.dtype)
+
+    def tail(self) -> np.ndarray:
+        """A copy of the chunk being filled, zeros past its rows (a short encoding)."""
+        tail = np.zeros_like(self.staged)
+        tail[:self.n_staged] = self.staged[:self.n_staged]
+        return tail
 
     def offset(self, chunk: int) -> tuple[int, ...]:
         return (chunk * self.chunk_rows,) + (0,) * len(self.row_shape)
@@ -209,9 +219,12 @@ class ResultWriter:
         self._frames_on_disk = 0
         self._last_checkpoint = time.monotonic()
         self._closed = False
-        self._h5 = self._file = self._pool = None
+        self._h5 = self._file = self._encoders = self._writer = None
         threads = pool_threads("result_file")
         self._max_pending = 4 * threads
+        #: Seconds spent, by what: for benchmarks/result_write.py's account of the bound.
+        self.seconds = collections.Counter()
+        self._clock = threading.Lock()
         try:
             self._destination.hold_back_space()
             # An earlier run's partial file: a reader holding it keeps its copy.
@@ -230,10 +243,13 @@ class ResultWriter:
                 self._failure = err
                 raise self._error() from None
             raise
-        # h5py silences HDF5's own error printing per thread: in a pool thread each failed
-        # write would print HDF5's error stack.
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="aare_lab-result-file",
-                                        initializer=h5py._errors.silence_errors)
+        # Chunks are encoded on many threads and written by one, in order: HDF5 takes one
+        # call at a time anyway (h5py's lock), and one writer never waits for another.
+        # h5py silences HDF5's own error printing per thread: in the writer's thread each
+        # failed write would print HDF5's error stack.
+        self._encoders = ThreadPoolExecutor(threads, thread_name_prefix="aare_lab-encode")
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="aare_lab-result-file",
+                                          initializer=h5py._errors.silence_errors)
 
     # ------------------------------------------------------------------ layout
     def _create(self, template: xr.Dataset) -> dict[str, _Column]:
@@ -241,7 +257,6 @@ class ResultWriter:
         f.dimensions = {dim: None if dim in GROWING else size
                         for dim, size in template.sizes.items()}
         columns = {}
-        chunk_bytes = CHUNK_BYTES if self._compressed else RAW_CHUNK_BYTES
         for name, var in template.variables.items():
             growing = bool(var.dims) and var.dims[0] in GROWING
             if not growing:
@@ -250,7 +265,7 @@ class ResultWriter:
                 out[...] = var.values
                 continue
             row = var.dtype.itemsize * int(np.prod(var.shape[1:], dtype=np.int64))
-            rows = max(1, chunk_bytes // max(row, 1))
+            rows = max(1, CHUNK_BYTES // max(row, 1))
             # Windows gain nothing from the shuffle (their bytes vary alike); the other
             # columns (coordinates, counts, energies) shrink several times more with it.
             shuffled = self._compressed and var.ndim == 1
@@ -307,9 +322,11 @@ class ResultWriter:
                                  f"are {column.row_shape}")
             if not np.can_cast(data.dtype, column.dtype, "same_kind"):
                 raise TypeError(f"{name} is {data.dtype}, the file's is {column.dtype}")
+        t0 = time.perf_counter()
         for name, data in arrays.items():
             self._stage(self._columns[name], data)
             self._raw_appended += data.nbytes
+        self.seconds["appending (the caller's thread)"] += time.perf_counter() - t0
         for dim, n in rows.items():
             self._sizes[dim] += n
         self._bounds.append(dict(self._sizes))
@@ -339,20 +356,45 @@ class ResultWriter:
             self._extent[dim] = grown
 
     def _submit(self, column: _Column, chunk: int, buffer: np.ndarray, tail: int = 0) -> None:
-        self._pending.append(self._pool.submit(self._write_chunk, column, chunk, buffer, tail))
-        while len(self._pending) > self._max_pending:
-            self._settle(self._pending.popleft())
+        encoded = self._encoders.submit(self._encode, column, buffer, tail) \
+            if self._compressed else None
+        self._pending.append(self._writer.submit(self._write_chunk, column, chunk, buffer,
+                                                 encoded, tail))
+        if len(self._pending) > self._max_pending:
+            t0 = time.perf_counter()
+            while len(self._pending) > self._max_pending:
+                self._settle(self._pending.popleft())
+            self.seconds["waiting for the writer"] += time.perf_counter() - t0
 
-    def _write_chunk(self, column: _Column, chunk: int, buffer: np.ndarray, tail: int):
-        data = chunk_codec.encode(buffer, column.shuffled) if self._compressed else buffer
+    def _count(self, what: str, t0: float) -> None:
+        with self._clock:
+            self.seconds[what] += time.perf_counter() - t0
+
+    def _encode(self, column: _Column, buffer: np.ndarray, tail: int) -> bytes:
+        t0 = time.perf_counter()
+        data = chunk_codec.encode(buffer, column.shuffled)
+        if not tail:
+            column.free.append(buffer)
+        self._count("encoding (all threads)", t0)
+        return data
+
+    def _write_chunk(self, column: _Column, chunk: int, buffer: np.ndarray,
+                     encoded: Future | None, tail: int):
+        t0 = time.perf_counter()
         try:
+            data = buffer if encoded is None else encoded.result()
+            t0 = time.perf_counter()
             column.dataset.id.write_direct_chunk(column.offset(chunk), data)
         except Exception as err:
-            return column, chunk, buffer, tail, err
-        return column, chunk, buffer, tail, len(data)
+            return column, chunk, tail, err
+        finally:
+            self._count("writing", t0)
+        if encoded is None and not tail:
+            column.free.append(buffer)
+        return column, chunk, tail, len(data)
 
     def _settle(self, future: Future) -> None:
-        column, chunk, buffer, tail, outcome = future.result()
+        column, chunk, tail, outcome = future.result()
         if isinstance(outcome, Exception):
             column.broken = chunk if column.broken is None else min(column.broken, chunk)
             if self._failure is None:
@@ -362,7 +404,7 @@ class ResultWriter:
             column.tail_written = tail
         else:
             column.written.add(chunk)
-            self._raw_done += buffer.nbytes
+            self._raw_done += column.staged.nbytes
             self._encoded_done += outcome
 
     def _settle_all(self) -> None:
@@ -434,7 +476,7 @@ class ResultWriter:
         for column in self._columns.values():
             if column.n_staged and column.n_staged != column.tail_written \
                     and column.broken is None:
-                self._submit(column, column.chunk, column.staged.copy(), tail=column.n_staged)
+                self._submit(column, column.chunk, column.tail(), tail=column.n_staged)
         self._settle_all()
         if self._failure is None:
             self._set_sizes(self._sizes)
@@ -499,7 +541,9 @@ class ResultWriter:
                 failure = self._error()
         finally:
             self._close_files()
-            self._pool.shutdown(wait=True)
+            for pool in (self._encoders, self._writer):
+                if pool is not None:
+                    pool.shutdown(wait=True)
             self._release()
         if failure is not None:
             failure.frames_saved = self._frames_on_disk

@@ -2,7 +2,7 @@
 # On the GPU machine (see README "GPU"): install the carried wheels, run the GPU tests
 # against the installed wheel (so the shipped kernels are the ones tested), then the GPU
 # benchmark. Logs and results go to $OUT (default ./out).
-#   usage: bash benchmarks/device_run.sh [tests|bench|live|disk|variants|exchange|breakdown|ab|profile|all] [options...]
+#   usage: bash benchmarks/device_run.sh [tests|bench|live|disk|write|variants|exchange|breakdown|ab|profile|all] [options...]
 # ab: find_breakdown.py (this tree's script) on an older tree's wheel, carried in .whl/old/
 # (AARE_LAB_OLD_COMMIT names it), and on this one, alternately, twice each, one process
 # each, on the same machine: a before/after of find() that one host's noise cannot fake.
@@ -34,6 +34,11 @@ if [[ $what == disk || $what == all ]]; then
     # a million MÖNCH frames found and written to disk as they come, memory sampled
     (cd /tmp && python3 "$repo/benchmarks/find_to_disk.py" --finder cuda --shape 400x400 --photons 230 \
         --dir /tmp/disk --out "$out" 2>&1 | tee -a "$out/find_to_disk.log") || status=1
+fi
+if [[ $what == write || $what == all ]]; then
+    # results to disk by compression and window dtype, beside the disk's own rate
+    (cd /tmp && python3 "$repo/benchmarks/result_write.py" --finder cuda --dir /tmp --out "$out" "$@" 2>&1 \
+        | tee -a "$out/result_write.log") || status=1
 fi
 if [[ $what == variants ]]; then
     (cd /tmp && python3 "$repo/benchmarks/kernel_variants.py" --out "$out" "$@" 2>&1 \

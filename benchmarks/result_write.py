@@ -46,6 +46,7 @@ import aare_lab  # noqa: E402
 from aare_lab import Pedestal, get_finder  # noqa: E402
 from aare_lab.chunk_codec import DEFLATE_LIBRARY, shuffle  # noqa: E402
 from aare_lab.parallel import pool_threads  # noqa: E402
+from aare_lab import result_store  # noqa: E402
 from aare_lab.result_store import CHUNK_BYTES, GROWING  # noqa: E402
 from aare_lab.simulate import Beam, Detector, Simulator  # noqa: E402
 
@@ -103,6 +104,22 @@ def disk_rate(folder: Path, nbytes: int) -> dict:
     written = path.stat().st_size
     path.unlink()
     return {"bytes": written, "seconds": seconds, "mb_per_s": written / seconds / 1e6}
+
+
+#: The time accounts (`ResultWriter.seconds`) of the writers closed, in order.
+ACCOUNTS: list[dict] = []
+
+
+def _accounted(close):
+    def close_and_account(self, complete):
+        try:
+            close(self, complete)
+        finally:
+            ACCOUNTS.append(dict(self.seconds))
+    return close_and_account
+
+
+result_store.ResultWriter.close = _accounted(result_store.ResultWriter.close)
 
 
 def main(argv=None):
@@ -191,11 +208,13 @@ def main(argv=None):
                     "seconds": seconds, "frames_per_s": args.frames / seconds,
                     "file_bytes": size, "bytes_per_frame": size / args.frames,
                     "mb_per_s_written": size / seconds / 1e6, "clusters": clusters,
-                    "window_taps_clipped": clipped})
+                    "window_taps_clipped": clipped, "writer_seconds": ACCOUNTS[-1]})
                 r = runs[-1]
                 print(f"  {r['variant']:>14}: {r['frames_per_s']:7.0f} frames/s, "
                       f"{r['bytes_per_frame'] / 1e3:6.1f} kB/frame, "
-                      f"{r['mb_per_s_written']:5.0f} MB/s written", flush=True)
+                      f"{r['mb_per_s_written']:5.0f} MB/s written; "
+                      + ", ".join(f"{k} {v:.2f} s" for k, v in r["writer_seconds"].items()),
+                      flush=True)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
