@@ -389,6 +389,12 @@ class LiveRun:
         return counts_spectrum(self.counts, self.edges, self.spec, self.frames,
                                self.underflow, self.overflow)
 
+    @property
+    def clusters_file(self) -> Path | None:
+        """Where ``clusters.nc`` was left once the run is over: the file, or its partial
+        file (``clusters.partial.nc``) after an interrupt or an error; None without one."""
+        return None if self._clusters is None else self._clusters.left
+
     def _finish(self, complete: bool) -> dict[str, int]:
         self._stop.set()
         halt = getattr(self.source, "halt", None)
@@ -444,6 +450,7 @@ class ClusterFile:
         self.path = path
         self._batches: list[tuple[ClusterBatch, np.ndarray, np.ndarray | None, int]] = []
         self._sink = None
+        self.left: Path | None = None
 
     def add(self, batch: ClusterBatch, energy: np.ndarray, clipped: np.ndarray | None,
             acquisition: int) -> None:
@@ -463,9 +470,11 @@ class ClusterFile:
 
     def close(self, complete: bool) -> None:
         """Close the file: complete, moved into place; else left as the partial file,
-        ``complete = 0`` (it keeps what was written either way)."""
+        ``complete = 0`` (it keeps what was written either way); `left` says where."""
         if self._sink is not None:
             self._sink.close(complete)
+            writer = self._sink.writer
+            self.left = writer.path if complete else writer.partial
 
 
 def checked_fit_window(window) -> tuple[float, float] | None:

@@ -116,13 +116,10 @@ def run(args: argparse.Namespace) -> int:
               f"{spec.units}; writing to {args.out}/ every {args.interval:g} s", flush=True)
         with stop_on_signals(live.stop, live.interrupt) as caught:
             live.run()
-    if live.interrupted is not None:
-        # As the shell counts a process the signal ended: 128 + its number.
-        code = 128 + signal.Signals[caught[1]]
-        print(f"live: {live.interrupted}; {live.frames:,} data frames, {live.n_clusters:,} "
-              f"clusters; wrote {args.out}/ (clusters, if asked for, as clusters.partial.nc)",
-              flush=True)
-        return code
-    print(f"live: {live.ended_by}; {live.frames:,} data frames, {live.n_clusters:,} "
-          f"clusters; wrote {args.out}/", flush=True)
-    return 0
+    clusters = live.clusters_file
+    partial = clusters is not None and clusters.name != "clusters.nc"
+    print(f"live: {live.interrupted or live.ended_by}; {live.frames:,} data frames, "
+          f"{live.n_clusters:,} clusters; wrote {args.out}/"
+          + (f" (the clusters in {clusters.name}, complete=0)" if partial else ""), flush=True)
+    # Interrupted: as the shell counts a process the signal ended, 128 + its number.
+    return 0 if live.interrupted is None else 128 + signal.Signals[caught[1]]

@@ -27,8 +27,10 @@ The frame shape and detector type are learned from the data, not from the first 
 alone: the frames of an acquisition of a new format are held back until
 `aare_lab.sources.sls_assembly.SETTLE_FRAMES` of them came, the acquisition ended, or the
 next one has the same format; frames of a format that another follows first (stray
-frames before a run) are refused, counted under ``"format"``. A format that settles
-later replaces the stream's: the chunks then have the new shape.
+frames before a run) are refused, counted under ``"format"``, and their acquisition's
+end ends no iteration. A format that settles later replaces the stream's: the chunks
+then have the new shape. With ``frame_shape`` given, frames of any other shape are
+refused.
 
 Counting
 --------
