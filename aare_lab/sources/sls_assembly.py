@@ -8,6 +8,11 @@ Each socket streams its frames in increasing frame number, so a frame that waits
 part of socket ``s`` is given up as soon as ``s`` has sent a later frame or its end
 message; only a socket that says nothing makes a frame wait the full timeout. Frames are
 decided in frame-number order, so a complete frame never overtakes an undecided one.
+
+What is decided then passes a gate of formats (detector type, ports, shape of a part):
+frames of the stream's format are counted and handed on; those of a new format are held
+back, at most `SETTLE_FRAMES` frames of at most `SETTLE_FRAMES` formats, until their
+format settles or another one does (then they are refused).
 """
 
 from __future__ import annotations
@@ -145,7 +150,7 @@ class Assembler:
         self.last_refused: str | None = None
         self._refusing = False
         self._running = self._after_end = False
-        self._format: tuple | None = None  # the running acquisition's
+        self._running_format: tuple | None = None  # the running acquisition's
         # What acquisitions of formats not (yet) the stream's gave (their starts, frames,
         # ends or cuts), held back by format, in the order they came.
         self._held: dict[tuple, list[Frame | Boundary]] = {}
@@ -168,7 +173,7 @@ class Assembler:
         """
         out: list[Frame | Boundary] = []
         if self._running and (self._ended[socket] or self._restarted(socket, part)
-                              or part.format != self._format):
+                              or part.format != self._running_format):
             # Gated before the next starts: what the gate does depends on the format.
             out += self._gate(self._finish(ended=self._ended[socket]))
         if not self._running:
@@ -196,7 +201,7 @@ class Assembler:
     def _start(self, part: Part) -> Boundary:
         self._running = True
         self.acquisitions += 1
-        self._format = part.format
+        self._running_format = part.format
         self._ports, self._part_shape = part.ports, part.image.shape
         self._shape = part.frame_shape
         if self._after_end:
@@ -308,16 +313,16 @@ class Assembler:
             if self._refusing:
                 if isinstance(item, Frame):
                     ny, nx = self.required_shape
-                    self._refuse(len(item.headers), f"{_describe(self._format)}, not the "
+                    self._refuse(len(item.headers), f"{_describe(self._running_format)}, not the "
                                                     f"{ny}x{nx} pixels asked for")
-            elif self._format == self.format:
+            elif self._running_format == self.format:
                 out.append(self._count(item))
             else:
-                held = self._held[self._format]
+                held = self._held[self._running_format]
                 held.append(item)
                 frames = sum(isinstance(one, Frame) for one in held)
                 if (isinstance(item, Boundary) and item.ended) or frames >= SETTLE_FRAMES:
-                    out += self._settle(self._format)
+                    out += self._settle(self._running_format)
         return out
 
     def _started(self) -> list[Frame | Boundary]:
@@ -325,18 +330,18 @@ class Assembler:
         of its format settles it; one of a new format is held (the oldest format held is
         refused beyond `SETTLE_FRAMES` formats)."""
         self._refusing = (self.required_shape is not None
-                          and _frame_shape(self._format) != self.required_shape)
+                          and _frame_shape(self._running_format) != self.required_shape)
         if self._refusing:
             return []
-        if self._format == self.format:
+        if self._running_format == self.format:
             for fmt in list(self._held):
                 self._refuse_held(fmt)
             return []
-        if self._format in self._held:
-            return self._settle(self._format)
+        if self._running_format in self._held:
+            return self._settle(self._running_format)
         if len(self._held) >= SETTLE_FRAMES:
             self._refuse_held(next(iter(self._held)))
-        self._held[self._format] = []
+        self._held[self._running_format] = []
         return []
 
     def _settle(self, fmt: tuple) -> list[Frame | Boundary]:
