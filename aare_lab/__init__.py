@@ -2,8 +2,9 @@
 
 The public API is re-exported lazily, so ``import aare_lab`` stays cheap and never pulls
 in matplotlib or widgets. The submodules in `SUBMODULES` are imported on first attribute
-access too: ``aare_lab.explain`` is the module (its main function shares its name, so call
-``aare_lab.explain.explain``).
+access too. ``aare_lab.compare``, ``aare_lab.explain`` and ``aare_lab.spectra`` are modules
+named after their main function, and calling one calls that function
+(`aare_lab.callable_module`): ``aare_lab.explain(frames, 0, 10, 12, results)``.
 """
 
 from importlib import import_module

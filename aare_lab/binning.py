@@ -66,9 +66,12 @@ def data_edges(energies: Sequence[np.ndarray], bins: int = DEFAULT_BINS,
     energies
         The energies of each spectrum (ADU, or keV with ``integer`` False).
     bins
-        The most bins: integer-aligned, the width the smallest whole number of ADU that
-        covers the data in ``bins`` bins; with ``integer`` False exactly ``bins`` equal
-        bins from the lowest to the highest energy (as `numpy.histogram`).
+        The number of bins. Integer-aligned: exactly ``bins`` bins of the smallest whole
+        number of ADU that covers the data in ``bins`` bins, from the lowest energy (the
+        bins above the highest energy are empty); when the data span fewer than ``bins``
+        ADU, one bin per ADU, so fewer bins (a whole count cannot be split). With
+        ``integer`` False exactly ``bins`` equal bins from the lowest to the highest
+        energy (as `numpy.histogram`).
     width
         The bin width instead: a whole number of ADU, or with ``integer`` False any
         positive width from the lowest energy.
@@ -96,8 +99,12 @@ def data_edges(energies: Sequence[np.ndarray], bins: int = DEFAULT_BINS,
                                                                             low + 0.5))
     if width is None:
         span = np.floor(high + 0.5) - np.floor(low + 0.5) + 1
-        width = max(1, int(np.ceil(span / int(bins))))
-    return integer_edges(low, high, width)
+        width = int(np.ceil(span / int(bins)))
+        if width > 1:
+            # The bins asked for, those above the highest energy empty: a whole width
+            # rarely divides the span.
+            return integer_edges(low, low, width)[0] + width * np.arange(int(bins) + 1.0)
+    return integer_edges(low, high, 1 if width is None else width)
 
 
 def edges_for(energies: Sequence[np.ndarray], bins: int | np.ndarray = DEFAULT_BINS,

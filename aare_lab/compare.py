@@ -39,6 +39,7 @@ import xarray as xr
 from scipy.spatial import cKDTree
 
 from .branches import Branch, cf_flag_attrs
+from .callable_module import make_callable
 from .flags import cf_flags
 from .labels import as_labelled
 from .params import parse_cluster_size
@@ -673,3 +674,7 @@ def worst_mismatch(comparisons: Comparison | Sequence[Comparison],
     near = (np.maximum(np.abs(fy[:, None] - fy), np.abs(fx[:, None] - fx)) <= half_size).sum(1)
     k = int(np.argmax(near))
     return int(best), int(fy[k]), int(fx[k])
+
+
+# aare_lab.compare(...) calls compare(...).
+make_callable(__name__)

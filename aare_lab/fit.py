@@ -193,16 +193,32 @@ class PeakFit:
         return f"<table>{cells}</table>"
 
 
-def fit_peak(centres: np.ndarray, counts: np.ndarray,
-             window: tuple[float, float] | None = None, lines=None) -> PeakFit:
+def _spectrum_arrays(spectrum) -> tuple[np.ndarray, np.ndarray]:
+    """The bin centres and counts of a spectrum of one result (a DataArray over energy)."""
+    if getattr(spectrum, "dims", None) != ("energy",):
+        what = f"a spectrum over {spectrum.dims}" if hasattr(spectrum, "dims") else \
+            type(spectrum).__name__
+        raise TypeError(
+            f"fit_peak takes bin centres and counts, or a spectrum of one result over "
+            f"energy (aare_lab.spectrum(result)) alone; got {what} without counts"
+            + ("; fit the spectra of several finders with aare_lab.fit_peaks"
+               if "finder" in getattr(spectrum, "dims", ()) else ""))
+    return spectrum["energy"].to_numpy(), spectrum.to_numpy()
+
+
+def fit_peak(centres, counts=None, window: tuple[float, float] | None = None,
+             lines=None) -> PeakFit:
     """Fit a gaussian, or a Kα/Kβ doublet, on a linear background to a histogram.
 
     Parameters
     ----------
     centres
-        Bin centres, in ADU after pedestal subtraction or in keV (zero at zero energy).
+        Bin centres, in ADU after pedestal subtraction or in keV (zero at zero energy);
+        or a spectrum (`aare_lab.spectrum`, a DataArray over ``energy``) alone, whose
+        coordinate ``energy`` gives the centres.
     counts
-        Counts per bin (Poisson errors ``sqrt(max(counts, 1))`` weight the fit).
+        Counts per bin (Poisson errors ``sqrt(max(counts, 1))`` weight the fit); left out
+        for a spectrum.
     window
         ``(low, high)`` range of bin centres to fit; default: from 3 estimated sigmas
         below the highest bin to 3 above it (above Kβ's expected position with ``lines``).
@@ -217,12 +233,16 @@ def fit_peak(centres: np.ndarray, counts: np.ndarray,
 
     Raises
     ------
+    TypeError
+        Without ``counts`` for anything but a spectrum of one result.
     ValueError
         For ``lines`` that are not a doublet (`line_energies`), if the window holds no
         counts or no more bins than the model has parameters (6 bins for a gaussian, 7
         for a doublet), ends below Kβ's expected position, the fit does not converge, or
         it puts the peak outside the window.
     """
+    if counts is None:
+        centres, counts = _spectrum_arrays(centres)
     centres = np.asarray(centres, float)
     counts = np.asarray(counts, float)
     if centres.shape != counts.shape or centres.ndim != 1:

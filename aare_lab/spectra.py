@@ -8,6 +8,7 @@ import numpy as np
 import xarray as xr
 
 from .binning import DEFAULT_BINS, edges_for
+from .callable_module import make_callable
 from .fit import PeakFit, fit_peak
 from .labels import as_labelled
 from .results import spectrum
@@ -130,7 +131,8 @@ def fit_peaks(spectra: xr.DataArray, window: tuple[float, float] | None = None,
     Parameters
     ----------
     spectra
-        From `spectra`.
+        From `spectra`, or the spectrum of one result (`aare_lab.results.spectrum`),
+        fitted as the finder its ``finder`` attribute names.
     window
         ``(low, high)`` energy range of the fit; default: around each spectrum's highest bin
         (see `aare_lab.fit.fit_peak`).
@@ -153,6 +155,8 @@ def fit_peaks(spectra: xr.DataArray, window: tuple[float, float] | None = None,
     ValueError
         Naming the finder whose fit failed.
     """
+    if "finder" not in spectra.dims:
+        spectra = spectra.expand_dims(finder=[str(spectra.attrs.get("finder") or "result")])
     fits = []
     centres = spectra["energy"].to_numpy()
     for label in spectra["finder"].to_numpy():
@@ -216,3 +220,7 @@ def peak_fit(fits: xr.Dataset, label: str) -> PeakFit:
     return PeakFit(**{name: float(row[name]) for name in _FIT_FIELDS},
                    window=(float(row["window_lo"]), float(row["window_hi"])),
                    lines=None if np.isnan(lines[0]) else lines)
+
+
+# aare_lab.spectra(...) calls spectra(...).
+make_callable(__name__)

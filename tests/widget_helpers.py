@@ -11,11 +11,13 @@ from contextlib import contextmanager
 
 from aare_lab.clipping import WindowClippedWarning
 from aare_lab.dark_photons import IlluminatedDarkWarning
+from aare_lab.dark_pixels import DarkPixelWarning
 from aare_lab.dark_quality import DarkFrameWarning
 from aare_lab.jungfrau import GainBitsWarning
 
 #: What `find` warns about and a widget shows as a note instead.
-NOTED = (DarkFrameWarning, GainBitsWarning, IlluminatedDarkWarning, WindowClippedWarning)
+NOTED = (DarkFrameWarning, DarkPixelWarning, GainBitsWarning, IlluminatedDarkWarning,
+         WindowClippedWarning)
 
 
 def in_thread(func, *args, name: str = "subshell", timeout: float = 10.0):
