@@ -35,8 +35,8 @@ def spectra(results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
         Names for a sequence (default: `aare_lab.labels.result_labels`).
     bins, range, width
         The binning, as for `aare_lab.results.spectrum`, chosen over all the results: by
-        default at most 200 integer-aligned bins (ADU) or 200 equal bins (keV) that hold
-        every cluster.
+        default 200 integer-aligned bins (ADU; one per ADU over a narrower span) or 200 equal
+        bins (keV) that hold every cluster.
 
     Returns
     -------
