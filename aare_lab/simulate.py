@@ -193,6 +193,50 @@ class Detector:
 
 
 @dataclass(frozen=True)
+class Edge:
+    """A straight absorbing edge in front of the sensor: photons reach it only where
+    ``x - position > y * tan(angle_deg)`` (pixel units; the edge crosses row 0 at column
+    ``position`` and leans by ``angle_deg`` from the columns). A small angle samples every
+    phase of the edge within the pixels, as a slanted-edge resolution measurement does.
+    """
+
+    position: float
+    angle_deg: float = 0.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "position", _number("Edge", "position", self.position))
+        object.__setattr__(self, "angle_deg", _number("Edge", "angle_deg", self.angle_deg,
+                                                      low=-45.0, high=45.0))
+
+    def distance(self, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Signed distance (pixels) of positions from the edge along its normal, positive
+        on the open side."""
+        angle = math.radians(self.angle_deg)
+        return (x - self.position) * math.cos(angle) - y * math.sin(angle)
+
+    def transmits(self, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Whether photons at these positions reach the sensor."""
+        return self.distance(y, x) > 0
+
+
+@dataclass(frozen=True)
+class Slit(Edge):
+    """An open slit ``width`` pixels wide along the normal of an `Edge` at ``position``:
+    photons reach the sensor only at distances from that edge in ``(0, width)``."""
+
+    width: float = 1.0
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "width", _number("Slit", "width", self.width, low=0.0,
+                                                  low_open=True))
+
+    def transmits(self, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        distance = self.distance(y, x)
+        return (distance > 0) & (distance < self.width)
+
+
+@dataclass(frozen=True)
 class Beam:
     """What hits the detector during a run, and how the run drifts.
 
@@ -209,12 +253,17 @@ class Beam:
         pixel). At most 5 pixel pitches.
     pedestal_drift_adu_per_frame
         Linear pedestal drift of the data frames (e.g. from warming up), in ADU per frame.
+    illumination
+        None for a flat field (photons uniform over the sensor), or an `Edge` or `Slit`
+        that absorbs the photons of the flat field it covers (``photons_per_frame`` is
+        the rate before it).
     """
 
     photons_per_frame: float = 2300.0
     lines: tuple[tuple[float, float], ...] = ((8.05, 0.87), (8.90, 0.13))
     charge_cloud_sigma_um: float = 6.0
     pedestal_drift_adu_per_frame: float = 0.0
+    illumination: Edge | None = None
 
     def __post_init__(self):
         for name, bounds in (("photons_per_frame", dict(low=0.0)),
@@ -237,6 +286,9 @@ class Beam:
              _number("Beam", f"lines[{i}] relative_intensity", weight, low=0.0))
             for i, (energy, weight) in enumerate(pairs)
         )
+        if self.illumination is not None and not isinstance(self.illumination, Edge):
+            raise ValueError("Beam.illumination must be None (a flat field), an Edge or a "
+                             f"Slit, got {self.illumination!r}")
         if sum(weight for _, weight in lines) <= 0:
             raise ValueError(f"Beam.lines relative intensities sum to 0: {self.lines!r}")
         object.__setattr__(self, "lines", lines)
@@ -497,11 +549,15 @@ class Simulator:
         fy = rng.random(n)
         fx = rng.random(n)
         line = rng.choice(len(self._beam.lines), size=n, p=self._beam.line_probabilities)
+        if self._beam.illumination is not None:
+            # The same draws as the flat field, less what the mask absorbs.
+            keep = self._beam.illumination.transmits(iy + fy, ix + fx)
+            iy, ix, fy, fx, line = iy[keep], ix[keep], fy[keep], fx[keep], line[keep]
         energy_kev = self._beam.line_energies_kev[line]
         signal_adu = self._charge_kev(iy, ix, fy, fx, energy_kev) * self._maps.gain
         self._render(rng, out, self._beam.pedestal_drift_adu_per_frame * k, signal_adu,
                      self.common_mode_offsets("data", k))
-        return Truth(frame=np.full(n, k), y=iy + fy, x=ix + fx, energy_kev=energy_kev,
+        return Truth(frame=np.full(len(iy), k), y=iy + fy, x=ix + fx, energy_kev=energy_kev,
                      line=line)
 
     def _empty_stack(self, n: int) -> np.ndarray:
@@ -624,7 +680,8 @@ def simulate_run(n_dark: int = 1000, n_frames: int = 100, seed: int | None = 0,
 
 
 __all__ = [
-    "Beam", "Detector", "DetectorMaps", "SimulatedRun", "Simulator", "Truth", "simulate_run",
+    "Beam", "Detector", "DetectorMaps", "Edge", "SimulatedRun", "Simulator", "Slit", "Truth",
+    "simulate_run",
 ]
 
 #: The JUNGFRAU mode (`aare_lab.simulate_jungfrau`) builds on this module, so it is

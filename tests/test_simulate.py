@@ -448,3 +448,45 @@ def test_invalid_simulator_arguments():
         sim.frames(1, start=-3)
     with pytest.raises(ValueError, match="chunk_frames must be a positive integer"):
         next(sim.iter_frames(3, chunk_frames=0))
+
+
+# --- edge and slit illumination ----------------------------------------------------------------
+
+def test_an_edge_absorbs_the_flat_fields_photons_on_its_closed_side():
+    from aare_lab.simulate import Edge
+
+    edge = Edge(position=20.0, angle_deg=5.0)
+    _, flat = small_sim(seed=4, photons_per_frame=40).frames(20)
+    _, shaded = small_sim(seed=4, photons_per_frame=40, illumination=edge).frames(20)
+    open_side = edge.distance(flat.y, flat.x) > 0
+    assert 0 < len(shaded) < len(flat)
+    np.testing.assert_array_equal(shaded.x, flat.x[open_side])
+    np.testing.assert_array_equal(shaded.frame, flat.frame[open_side])
+    assert np.all(edge.distance(shaded.y, shaded.x) > 0)
+
+
+def test_a_slit_passes_only_its_width():
+    from aare_lab.simulate import Slit
+
+    slit = Slit(position=10.0, angle_deg=-3.0, width=2.5)
+    _, truth = small_sim(seed=5, photons_per_frame=200, illumination=slit).frames(5)
+    distance = slit.distance(truth.y, truth.x)
+    assert len(truth) > 0 and distance.min() > 0 and distance.max() < 2.5
+    assert distance.max() > 2.3  # the whole width is open
+
+
+@pytest.mark.parametrize("beam_kw, message", [
+    (dict(illumination="edge"), "Beam.illumination must be None"),
+])
+def test_illumination_other_than_an_edge_or_slit_is_refused(beam_kw, message):
+    with pytest.raises(ValueError, match=message):
+        Beam(**beam_kw)
+
+
+def test_edges_refuse_steep_angles_and_slits_zero_width():
+    from aare_lab.simulate import Edge, Slit
+
+    with pytest.raises(ValueError, match="Edge.angle_deg must be <= 45"):
+        Edge(1.0, angle_deg=60)
+    with pytest.raises(ValueError, match="Slit.width must be > 0"):
+        Slit(1.0, width=0)

@@ -19,8 +19,13 @@ and places the photon, in pixel units with pixel (column c, row r) spanning [c, 
   largest sum lies left of the centre, else 0 (y likewise, dY = -1 for blocks above);
 - η3 and cross η3: ``x = centre column + ietax`` (aare's convention for these kinds).
 
-Clusters whose η or energy lies beyond the map's last edges (aare raises for them) get
-NaN positions, counted in the photons' ``outside_map`` attribute.
+Noise makes some η fall outside the kind's range (η2 above 1 beside a negative tap).
+aare looks values below the first edge up in the first bin and raises for values beyond
+the last edge; here those take the last bin instead (counted in the photons'
+``eta_clamped`` attribute), so that one noisy cluster does not stop the run. Clusters
+whose energy lies beyond the last energy edge (pile-up, not photons of the maps' energies)
+get NaN positions, counted in ``outside_map``. Where aare defines the result the two agree
+bit for bit (tests/test_imaging_interpolation.py).
 """
 
 from __future__ import annotations
@@ -90,8 +95,8 @@ def histogram(result: xr.Dataset, bins=100, energy_bins=1, eta: str = "eta2",
     bins
         Bins per η axis over ``eta_range``, or their edges.
     energy_bins
-        Energy bins over the clusters' η sums, or their edges (ADU, or keV for a result in
-        keV).
+        Energy bins over the clusters' η sums, the first and last open (from -inf, to
+        inf), or their edges as given (ADU, or keV for a result in keV).
     eta
         The η kind (`aare_lab.imaging.ETA_FUNCTIONS`).
     eta_range
@@ -108,6 +113,10 @@ def histogram(result: xr.Dataset, bins=100, energy_bins=1, eta: str = "eta2",
     value_range = ETA_RANGES[eta] if eta_range is None else eta_range
     edges = [_edges(bins, values[0], value_range), _edges(bins, values[1], value_range),
              _edges(energy_bins, values[2], None)]
+    energy_centres = 0.5 * (edges[2][1:] + edges[2][:-1])
+    if np.ndim(energy_bins) == 0:
+        # Open outer bins: every cluster of a later run has a map.
+        edges[2][0], edges[2][-1] = -np.inf, np.inf
     counts, _ = np.histogramdd(np.stack(values, axis=1), bins=edges)
     units = result["energy"].attrs.get("units", "ADU") if "energy" in result else "ADU"
     return xr.Dataset(
@@ -115,7 +124,7 @@ def histogram(result: xr.Dataset, bins=100, energy_bins=1, eta: str = "eta2",
                        {"long_name": "flat-field clusters per (η_x, η_y, energy) bin"})},
         coords={"eta_x": 0.5 * (edges[0][1:] + edges[0][:-1]),
                 "eta_y": 0.5 * (edges[1][1:] + edges[1][:-1]),
-                "energy": ("energy", 0.5 * (edges[2][1:] + edges[2][:-1]), {"units": units}),
+                "energy": ("energy", energy_centres, {"units": units}),
                 "eta_x_edges": edges[0], "eta_y_edges": edges[1],
                 "energy_edges": ("energy_edges", edges[2], {"units": units})},
         attrs={"eta": eta})
@@ -208,8 +217,8 @@ def interpolate(result: xr.Dataset, maps: xr.Dataset) -> xr.Dataset:
     -------
     xarray.Dataset
         On ``cluster``: ``x``, ``y`` (pixel units, see the module), ``energy`` (the η's sum,
-        float64) and ``frame_number``; attributes ``eta``, ``frame_shape`` and
-        ``outside_map`` (clusters beyond the maps' edges, NaN positions).
+        float64) and ``frame_number``; attributes ``eta``, ``frame_shape``,
+        ``eta_clamped`` and ``outside_map`` (see the module).
     """
     kind = maps.attrs["eta"]
     etas = _etas(result, kind)
@@ -220,9 +229,11 @@ def interpolate(result: xr.Dataset, maps: xr.Dataset) -> xr.Dataset:
     ix = _bin_index(xp, edges[0], etas["eta_x"].data)
     iy = _bin_index(xp, edges[1], etas["eta_y"].data)
     ie = _bin_index(xp, edges[2], energy)
-    inside = (ix < len(edges[0]) - 1) & (iy < len(edges[1]) - 1) & (ie < len(edges[2]) - 1)
+    clamped = (ix == len(edges[0]) - 1) | (iy == len(edges[1]) - 1)
+    inside = ie < len(edges[2]) - 1
     ietax, ietay = (xp.asarray(maps[name].to_numpy()) for name in ("ietax", "ietay"))
-    at = (xp.where(inside, ix, 0), xp.where(inside, iy, 0), xp.where(inside, ie, 0))
+    at = (xp.minimum(ix, len(edges[0]) - 2), xp.minimum(iy, len(edges[1]) - 2),
+          xp.where(inside, ie, 0))
     ux, uy = ietax[at], ietay[at]
     column = xp.asarray(result["x"].data).astype(xp.float64)
     row = xp.asarray(result["y"].data).astype(xp.float64)
@@ -234,6 +245,7 @@ def interpolate(result: xr.Dataset, maps: xr.Dataset) -> xr.Dataset:
         x, y = column + ux, row + uy
     nan = xp.float64(np.nan)
     attrs = {"eta": kind, "outside_map": int((~inside).sum()),
+             "eta_clamped": int((clamped & inside).sum()),
              "frame_shape": np.asarray(result.attrs.get("frame_shape", (0, 0)), np.int64)}
     return xr.Dataset(
         {"x": ("cluster", xp.where(inside, x, nan),
