@@ -1,6 +1,7 @@
-"""`aare-lab live` in a subprocess, signalled twice at random moments of a run (seeded):
-the first stops it, the second interrupts it, and whenever they come, ``clusters.nc``
-(or ``clusters.partial.nc``), ``spectrum.nc`` and ``stats.json`` count the same frames."""
+"""`aare-lab live` in a subprocess, signalled twice at random moments of a run (seeded),
+from before its first chunk to its last write: the first stops it, the second interrupts
+it, and whenever they come, ``clusters.nc`` (or ``clusters.partial.nc``), ``spectrum.nc``
+and ``stats.json`` count the same frames."""
 
 import json
 import signal
@@ -40,8 +41,8 @@ def signalled_run(frames, pedestal, out, rng) -> tuple[int, set[signal.Signals],
             "--clusters", "--interval", "0.05", "--out", str(out)) as cli:
         publisher.wait_for_subscribers(timeout=START_TIMEOUT)
         publisher.start(frames, 3000, n_frames=10**7)
-        cli.wait_for(r"frames/s", timeout=START_TIMEOUT)
-        time.sleep(rng.uniform(0, 0.5))
+        cli.wait_for(r"^live: .* finder", timeout=START_TIMEOUT)  # its handlers are set
+        time.sleep(rng.uniform(0, 0.8))
         cli.signal(signals[0])
         # Mostly while the run writes its last outputs, where it is longest.
         time.sleep(rng.uniform(0, 0.25))
@@ -63,7 +64,6 @@ def assert_outputs_agree(out, code):
     with h5py.File(path, "r") as file:  # how far the writer got, as it marked the file
         state = {key: int(np.ravel(file.attrs[key])[0]) for key in ("complete", "frames_written")}
     n = stats["frames_processed"]
-    assert n > 0
     assert spectrum.attrs["n_frames"] == n
     assert found.sizes["frame"] == state["frames_written"] == n
     assert state["complete"] == int(done.exists())

@@ -112,9 +112,10 @@ def run(args: argparse.Namespace) -> int:
                        report=lambda line: print(line, flush=True),
                        calibration_name=f"the calibration in {args.calibration}",
                        fit_window=args.fit_window, lines=lines, **options)
-        print(f"live: {source.describe()} with the {spec.finder} finder, energies in "
-              f"{spec.units}; writing to {args.out}/ every {args.interval:g} s", flush=True)
         with stop_on_signals(live.stop, live.interrupt) as caught:
+            print(f"live: {source.describe()} with the {spec.finder} finder, energies in "
+                  f"{spec.units}; writing to {args.out}/ every {args.interval:g} s",
+                  flush=True)
             live.run()
     clusters = live.clusters_file
     partial = clusters is not None and clusters.name != "clusters.nc"
