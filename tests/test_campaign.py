@@ -183,3 +183,26 @@ def test_saved_pedestals_per_run(tmp_path):
     for path, expected in zip(paths, serial_loop(paths, tmp_path / "dark.npy")):
         assert_run_equals(tmp_path / "out" / path.stem, expected)
     assert set(result["status"].to_numpy()) == {"done"}
+
+
+def test_the_drift_figure_shows_each_run_and_the_sum(tmp_path):
+    from aare_lab.plots import campaign_plot
+
+    paths = write_runs(tmp_path, n_runs=3)
+    runs = [str(paths[0]), str(tmp_path / "missing.npy"), *map(str, paths[1:])]
+    result = Campaign(runs, SPEC, dark=str(tmp_path / "dark.npy"), out=tmp_path / "out",
+                      peak=PEAK).run(workers=1, processes=False, progress=False)
+    figure = campaign_plot(result)
+    by_gid = {a.get_gid(): a for ax in figure.axes for a in ax.get_children()}
+    x, y = by_gid["position"].get_data()
+    np.testing.assert_array_equal(x, [0, 1, 2, 3])
+    np.testing.assert_array_equal(y[[0, 2, 3]], result["ka_position"].to_numpy()[[0, 2, 3]])
+    assert np.isnan(y[1])
+    np.testing.assert_array_equal(by_gid["failed"].get_data()[0], [1])
+    np.testing.assert_array_equal(by_gid["fwhm"].get_data()[1][[0, 2, 3]],
+                                  result["ka_fwhm"].to_numpy()[[0, 2, 3]])
+    counts, edges = by_gid["spectrum"].get_data()[:2]
+    np.testing.assert_array_equal(counts, result["spectrum"].to_numpy())
+    assert counts.sum() == result["clusters"].to_numpy()[[0, 2, 3]].sum()
+    assert [t.get_text() for t in figure.axes[0].get_xticklabels()] == [
+        "run0", "missing", "run1", "run2"]
