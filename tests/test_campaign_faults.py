@@ -1,11 +1,13 @@
 """Campaign faults, for real: a worker killed mid-run (os.kill on its PID), and Ctrl-C
-(SIGINT) to ``aare-lab campaign``; a corrupt or missing input is in test_campaign.py."""
+(SIGINT) to ``aare-lab campaign``; a corrupt or missing input is in test_campaign.py. And
+the worker processes of a GPU node, each pinned to its GPU."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -106,3 +108,16 @@ def _done_in(out: Path) -> list[str]:
     except (OSError, ValueError):
         return []
     return [name for name, row in runs.items() if row["status"] == "done"]
+
+
+@pytest.mark.slow
+def test_one_worker_per_gpu_each_pinned_by_cuda_visible_devices(monkeypatch):
+    from aare_lab.campaign.cluster import connected, gpu_cluster
+
+    # Through distributed alone, as without dask-cuda (which pins the same way).
+    monkeypatch.setitem(sys.modules, "dask_cuda", None)
+    with gpu_cluster(["2", "5"]) as cluster, connected(cluster.scheduler_address) as client:
+        seen = client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
+        names = {info["name"]: seen[address]
+                 for address, info in client.scheduler_info()["workers"].items()}
+    assert names == {"gpu-2": "2", "gpu-5": "5"}
