@@ -138,3 +138,29 @@ def test_demo_command_refuses_bad_input(capsys):
         main(["demo", "--cluster-size", "4x4"])
     assert info.value.code == 2
     assert "even" in capsys.readouterr().err
+
+
+def test_every_finder_is_compiled_before_any_is_timed(monkeypatch, capsys):
+    from aare_lab.finders.base import Finder
+
+    frames_found = []
+    find = Finder.find
+
+    def spy(self, frames, *args, **kwargs):
+        frames_found.append((self.name, len(frames)))
+        return find(self, frames, *args, **kwargs)
+
+    monkeypatch.setattr(Finder, "find", spy)
+    report = run_demo(n_dark=40, n_frames=12, seed=3, detector=Detector(frame_shape=(32, 32)),
+                      beam=Beam(photons_per_frame=6), finders=["serial", "frozen"])
+    # one frame each to compile (and assemble a result), then the timed runs
+    assert frames_found == [("serial", 1), ("frozen", 1), ("serial", 12), ("frozen", 12)]
+    assert "compiling the finders (first run only)…" in capsys.readouterr().err
+    assert report.compile_seconds > 0
+    assert report.to_dict()["compile_seconds"] == report.compile_seconds
+    assert (f"finders compiled (or loaded from Numba's cache) in "
+            f"{report.compile_seconds:.1f} s before timing: the rates below are warm") \
+        in str(report)
+    quiet = run_demo(n_dark=40, n_frames=12, seed=3, detector=Detector(frame_shape=(32, 32)),
+                     beam=Beam(photons_per_frame=6), finders=["frozen"], progress=False)
+    assert "compiling" not in capsys.readouterr().err and quiet.compile_seconds > 0
