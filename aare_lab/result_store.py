@@ -34,7 +34,7 @@ import threading
 import time
 import warnings
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Self
 
@@ -148,6 +148,12 @@ class _Column:
 
     def offset(self, chunk: int) -> tuple[int, ...]:
         return (chunk * self.chunk_rows,) + (0,) * len(self.row_shape)
+
+    def skip(self) -> int:
+        """The index of a whole chunk that comes from elsewhere (the caller's array), with
+        nothing staged before it."""
+        self.chunk += 1
+        return self.chunk - 1
 
     def take_full(self) -> tuple[int, np.ndarray]:
         """The filled chunk, handed off; a new one is started."""
@@ -323,9 +329,13 @@ class ResultWriter:
             if not np.can_cast(data.dtype, column.dtype, "same_kind"):
                 raise TypeError(f"{name} is {data.dtype}, the file's is {column.dtype}")
         t0 = time.perf_counter()
+        direct: list[Future] = []
         for name, data in arrays.items():
-            self._stage(self._columns[name], data)
+            self._stage(self._columns[name], data, direct)
             self._raw_appended += data.nbytes
+        # Whole chunks were encoded straight from the caller's arrays: done before the
+        # caller may reuse them.
+        wait(direct)
         self.seconds["appending (the caller's thread)"] += time.perf_counter() - t0
         for dim, n in rows.items():
             self._sizes[dim] += n
@@ -334,9 +344,19 @@ class ResultWriter:
         if time.monotonic() - self._last_checkpoint > CHECKPOINT_SECONDS:
             self.checkpoint()
 
-    def _stage(self, column: _Column, data: np.ndarray) -> None:
+    def _stage(self, column: _Column, data: np.ndarray, direct: list[Future]) -> None:
+        """Copy ``data`` into the column's chunks, handing off each one filled; compressed,
+        the whole chunks that lie in ``data`` are encoded from it, uncopied (their encodings
+        join ``direct``)."""
         done = 0
+        rows = column.chunk_rows
         while done < len(data):
+            if self._compressed and not column.n_staged and len(data) - done >= rows:
+                chunk = column.skip()
+                self._grow(column.dim, (chunk + 1) * rows)
+                direct.append(self._submit(column, chunk, data[done:done + rows], owned=False))
+                done += rows
+                continue
             take = min(column.chunk_rows - column.n_staged, len(data) - done)
             column.staged[column.n_staged:column.n_staged + take] = data[done:done + take]
             column.n_staged += take
@@ -355,31 +375,37 @@ class ResultWriter:
             self._file.resize_dimension(dim, grown)
             self._extent[dim] = grown
 
-    def _submit(self, column: _Column, chunk: int, buffer: np.ndarray, tail: int = 0) -> None:
-        encoded = self._encoders.submit(self._encode, column, buffer, tail) \
+    def _submit(self, column: _Column, chunk: int, buffer: np.ndarray, tail: int = 0,
+                owned: bool = True) -> Future | None:
+        """Encode (on the pool) and write (on the writer's thread) one chunk; ``owned``
+        buffers go back to the column once they are no longer read. Returns the encoding's
+        future (None uncompressed)."""
+        reuse = owned and not tail
+        encoded = self._encoders.submit(self._encode, column, buffer, reuse) \
             if self._compressed else None
         self._pending.append(self._writer.submit(self._write_chunk, column, chunk, buffer,
-                                                 encoded, tail))
+                                                 encoded, tail, reuse))
         if len(self._pending) > self._max_pending:
             t0 = time.perf_counter()
             while len(self._pending) > self._max_pending:
                 self._settle(self._pending.popleft())
             self.seconds["waiting for the writer"] += time.perf_counter() - t0
+        return encoded
 
     def _count(self, what: str, t0: float) -> None:
         with self._clock:
             self.seconds[what] += time.perf_counter() - t0
 
-    def _encode(self, column: _Column, buffer: np.ndarray, tail: int) -> bytes:
+    def _encode(self, column: _Column, buffer: np.ndarray, reuse: bool) -> bytes:
         t0 = time.perf_counter()
         data = chunk_codec.encode(buffer, column.shuffled)
-        if not tail:
+        if reuse:
             column.free.append(buffer)
         self._count("encoding (all threads)", t0)
         return data
 
     def _write_chunk(self, column: _Column, chunk: int, buffer: np.ndarray,
-                     encoded: Future | None, tail: int):
+                     encoded: Future | None, tail: int, reuse: bool):
         t0 = time.perf_counter()
         try:
             data = buffer if encoded is None else encoded.result()
@@ -389,7 +415,7 @@ class ResultWriter:
             return column, chunk, tail, err
         finally:
             self._count("writing", t0)
-        if encoded is None and not tail:
+        if encoded is None and reuse:
             column.free.append(buffer)
         return column, chunk, tail, len(data)
 
