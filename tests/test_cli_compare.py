@@ -142,3 +142,37 @@ def test_a_file_that_is_not_a_result_is_a_clear_error(files, tmp_path, capsys):
     assert main(["compare", str(files["frozen"]), str(frames)]) == 1
     err = capsys.readouterr().err
     assert "frames.npy is not an aare_lab result" in err and "Traceback" not in err
+
+
+def test_the_panel_of_windows_a_few_adu_apart_shows_their_difference(files, tmp_path,
+                                                                      capsys):
+    from aare_lab.plots import mismatch_panel
+
+    frozen = load_result(files["frozen"]).load()
+    edited = frozen.copy(deep=True)
+    edited["window"].values[0, 1, 2] += 3  # the same clusters, one tap 3 ADU apart
+    save_result(edited, tmp_path / "edited.nc")
+    panel = tmp_path / "worst.png"
+    assert main(["compare", str(files["frozen"]), str(tmp_path / "edited.nc"),
+                 "--panel", str(panel)]) == 0
+    y, x = int(frozen["y"][0]), int(frozen["x"][0])
+    assert (f"around (y={y}, x={x}), the site with most matched windows that differ (no "
+            "cluster is in one result only), and frozen − edited, written to") \
+        in capsys.readouterr().out
+    assert panel.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    fig = mismatch_panel([frozen, edited], int(frozen["frame_number"][0]), y, x,
+                         labels=["before", "after"], difference=True)
+    (image,) = [im for ax in fig.axes for im in ax.images if im.get_gid() == "difference"]
+    shown = image.get_array()
+    assert shown.count() > 1 and sorted(set(shown.compressed().tolist())) == [-3.0, 0.0]
+    x0, _, _, y0 = (int(edge + 0.5) for edge in image.get_extent())
+    assert shown[y - y0, x + 1 - x0] == -3  # window tap (1, 2): the pixel right of the centre
+    assert "before − after: 1 pixel differ, by up to 3 ADU" in [
+        ax.get_title() for ax in fig.axes]
+
+
+def test_the_panel_prefers_clusters_one_result_lacks(files, tmp_path, capsys):
+    assert main(["compare", str(files["serial"]), str(files["frozen"]), "--panel",
+                 str(tmp_path / "p.png")]) == 0
+    assert ("around (y=3, x=13), the site with most clusters that one result has and "
+            "another lacks, and serial − frozen, written to") in capsys.readouterr().out

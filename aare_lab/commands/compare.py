@@ -27,7 +27,10 @@ def register(subparsers) -> None:
     parser.add_argument("--json", metavar="SUMMARY.json", type=Path,
                         help="write the summary and the classification counts as JSON")
     parser.add_argument("--panel", metavar="WORST.png", type=Path,
-                        help="draw the mismatch panel of the worst disagreement")
+                        help="draw the mismatch panel of the worst disagreement: the site "
+                             "with most clusters in one result only around it, else (only "
+                             "matched windows differ) the one with most differing windows; "
+                             "for two results with a panel of their difference")
     parser.add_argument("--tolerance", type=non_negative_float, default=0.0,
                         help="largest window difference (ADU) that counts as equal "
                              "(default: 0, exact)")
@@ -37,6 +40,17 @@ def register(subparsers) -> None:
 def _nonzero(counts: dict[str, int]) -> str:
     shown = [f"{name} {n}" for name, n in counts.items() if n]
     return ", ".join(shown) if shown else "none"
+
+
+def _worst_site(comparisons, half: int) -> tuple[tuple[int, int, int] | None, str]:
+    """The site the panel shows, and why: clusters one result lacks show in the panels
+    themselves, so they come first; a window a few ADU apart shows in the difference only."""
+    worst = worst_mismatch([c.one_sided() for c in comparisons], half)
+    if worst is not None:
+        return worst, "the site with most clusters that one result has and another lacks"
+    return (worst_mismatch(comparisons, half),
+            "the site with most matched windows that differ (no cluster is in one result "
+            "only)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
             print("  transitions: " + ", ".join(f"{k}: {n}" for k, n in transitions.items()))
     ry, rx = (s // 2 for s in parse_cluster_size(results[0].attrs["cluster_size"]))
     half = 3 * max(ry, rx) + 2
-    worst = worst_mismatch(comparisons, half)
+    worst, why = _worst_site(comparisons, half)
     if args.json is not None:
         summary = {
             "results": [{"label": label, "path": str(path), "finder": r.attrs["finder"],
@@ -86,10 +100,14 @@ def run(args: argparse.Namespace) -> int:
 
             from ..plots import mismatch_panel
 
-            fig = Figure(figsize=(PANEL_SIZE[0] * len(results) + 1.5, PANEL_SIZE[1]))
-            mismatch_panel(results, *worst, labels=labels, half_size=half, fig=fig)
+            difference = len(results) == 2
+            fig = Figure(figsize=(PANEL_SIZE[0] * (len(results) + difference) + 1.5,
+                                  PANEL_SIZE[1]))
+            mismatch_panel(results, *worst, labels=labels, half_size=half, fig=fig,
+                           difference=difference)
             fig.savefig(args.panel, dpi=120)
             frame, y, x = worst
-            print(f"mismatch panel of frame {frame} around (y={y}, x={x}) written to "
-                  f"{args.panel}")
+            print(f"mismatch panel of frame {frame} around (y={y}, x={x}), {why}"
+                  + (f", and {labels[0]} − {labels[1]}" if difference else "")
+                  + f", written to {args.panel}")
     return 0

@@ -3,7 +3,10 @@
 Each panel shows only the pixels inside its own finder's cluster footprints, coloured by
 the stored (pedestal-subtracted) window values, so no frames are needed. Red dots mark
 the centres; an amber ring marks ("rings") every centre that some other finder does not
-have.
+have. Where two finders store the same clusters with windows a few ADU apart (a matched
+window that differs), their panels look alike on a scale of hundreds of ADU: the
+``difference`` panel shows the first result's values less the second's, on a scale of its
+own centred on 0, where both footprints cover a pixel.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import xarray as xr
 from matplotlib.axes import Axes
-from matplotlib.colors import Normalize
+from matplotlib.colors import Normalize, TwoSlopeNorm
 from matplotlib.figure import Figure
 
 from ..compare import check_comparable
@@ -23,6 +26,8 @@ from ._figure import figure_for
 from ._view import View
 
 RING_COLOUR = "#ffbf00"
+#: Colour map of the difference panel: blue below 0, white at 0, red above.
+DIFFERENCE_CMAP = "RdBu_r"
 
 
 def footprints(result: xr.Dataset, frame: int, bounds: tuple[int, int, int, int]
@@ -92,6 +97,9 @@ class MismatchView(View):
         Figure to draw into (default: a new figure).
     managed
         For a new figure: create it through pyplot (see `aare_lab.plots.new_figure`).
+    difference
+        Add a panel of the first result's values less the second's (`DIFFERENCE_CMAP`,
+        symmetric about 0), where both footprints cover a pixel.
 
     Attributes
     ----------
@@ -100,7 +108,8 @@ class MismatchView(View):
         and ``rings:<label>`` (scatters; gids ``centres``, ``rings``), ``title:<label>``,
         ``empty:<label>`` (a note on a panel without clusters; gid ``no_clusters``);
         ``colorbar`` (a `~matplotlib.colorbar.Colorbar`, following the shared norm) and
-        ``title`` (the figure's).
+        ``title`` (the figure's); with ``difference``, ``difference`` (image; gid
+        ``difference``), ``difference_title`` and ``difference_colorbar``.
 
     Raises
     ------
@@ -111,15 +120,16 @@ class MismatchView(View):
     def __init__(self, results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
                  frame: int, y: int, x: int, *, labels: Sequence[str] | None = None,
                  half_size: int | None = None, cmap: str = "viridis",
-                 fig: Figure | None = None, managed: bool = False):
+                 fig: Figure | None = None, managed: bool = False, difference: bool = False):
         self.labels, self.results = as_labelled(results, labels)
         check_comparable(self.results, self.labels)
         ry, rx = (s // 2 for s in parse_cluster_size(self.results[0].attrs["cluster_size"]))
         self.half = 3 * max(ry, rx) + 2 if half_size is None else int(half_size)
         n = len(self.results)
-        self.figure = figure_for(fig, (4.2 * n + 1.5, 4.4), managed)
-        self.axes: list[Axes] = list(self.figure.subplots(1, n, sharex=True, sharey=True,
-                                                          squeeze=False)[0])
+        self.figure = figure_for(fig, (4.2 * (n + difference) + 1.5, 4.4), managed)
+        axes = list(self.figure.subplots(1, n + difference, sharex=True, sharey=True,
+                                         squeeze=False)[0])
+        self.axes: list[Axes] = axes[:n]
         self.norm = Normalize(0.0, 1.0)
         self.artists = {}
         for ax, label in zip(self.axes, self.labels):
@@ -141,6 +151,19 @@ class MismatchView(View):
         self.axes[0].set_ylabel("y (pixel)")
         self.artists["colorbar"] = self.figure.colorbar(
             image, ax=self.axes, label="pedestal-subtracted value (ADU)", shrink=0.85)
+        self.difference_norm = None
+        if difference:
+            ax = axes[-1]
+            self.difference_norm = TwoSlopeNorm(0.0, -1.0, 1.0)
+            image = ax.imshow(np.ma.masked_all((1, 1)), cmap=DIFFERENCE_CMAP,
+                              norm=self.difference_norm, interpolation="nearest",
+                              gid="difference")
+            self._keep("difference", image)
+            self._keep("difference_title", ax.set_title("", fontsize="medium"))
+            ax.set_xlabel("x (pixel)")
+            ax.set_facecolor("#eeeeee")
+            self.artists["difference_colorbar"] = self.figure.colorbar(
+                image, ax=ax, label=f"{self.labels[0]} − {self.labels[1]} (ADU)", shrink=0.85)
         self._keep("title", self.figure.suptitle(""))
         self.update(frame, y, x)
 
@@ -176,19 +199,36 @@ class MismatchView(View):
                 "" if values.count() else f"no {label} cluster in this patch")
             self.artists[f"title:{label}"].set_text(
                 f"{label}: {n} centre{'' if n == 1 else 's'}, {len(missing)} ringed")
+        if self.difference_norm is not None:
+            self._show_difference(painted[0][0], painted[1][0], extent)
         self.axes[0].set_xlim(extent[0], extent[1])
         self.axes[0].set_ylim(extent[2], extent[3])
         self.artists["title"].set_text(
             f"frame {frame}: rows {y0}..{y1 - 1}, columns {x0}..{x1 - 1}")
 
 
+    def _show_difference(self, a: np.ma.MaskedArray, b: np.ma.MaskedArray, extent) -> None:
+        both = np.ma.masked_array(a.data - b.data, a.mask | b.mask)
+        image = self.artists["difference"]
+        image.set_data(both)
+        image.set_extent(extent)
+        largest = float(np.abs(both).max()) if both.count() else 0.0
+        # Symmetric about 0, at least ±1 ADU: equal windows show as white.
+        self.difference_norm.vmin, self.difference_norm.vmax = -max(largest, 1.0), \
+            max(largest, 1.0)
+        differing = int((both != 0).sum())
+        self.artists["difference_title"].set_text(
+            f"{self.labels[0]} − {self.labels[1]}: {differing} pixel"
+            f"{'' if differing == 1 else 's'} differ, by up to {largest:g} ADU")
+
+
 def mismatch_panel(results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
                    frame: int, y: int, x: int, *, labels: Sequence[str] | None = None,
                    half_size: int | None = None, cmap: str = "viridis",
-                   fig: Figure | None = None) -> Figure:
+                   fig: Figure | None = None, difference: bool = False) -> Figure:
     """Draw a `MismatchView` of one site and return its figure.
 
     The worst site of a comparison is ``aare_lab.compare.worst_mismatch(comparisons)``.
     """
     return MismatchView(results, frame, y, x, labels=labels, half_size=half_size, cmap=cmap,
-                        fig=fig).figure
+                        fig=fig, difference=difference).figure
