@@ -20,7 +20,8 @@ imports, so that a change is measured against its base under the same noise. aar
 workers of its own interpreters (`aare_env`). Every repetition times every case of every
 tree and every aare finder once, in turns (the two trees' order swapped every repetition),
 so the ratios of one repetition share the machine's state; the summary quotes min..max over
-the repetitions of the frames per second and of those per-repetition ratios. The trees'
+the repetitions of the frames per second and of those per-repetition ratios, and for the
+A/B also of the ratio of the process's CPU time (on a shared machine, the code's own cost). The trees'
 results are compared by a digest of their clusters (they must agree).
 
 Pedestal training and compilation are excluded: every timed repetition starts from a copy
@@ -169,11 +170,11 @@ def aare_lab_worker(folder: Path) -> None:
         case, size = command["case"], command["size"]
         finder(case, size).find(frames[:4], progress=False)  # compiled or loaded, warm
         run = finder(case, size)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         result = run.find(frames, progress=False)
-        seconds = time.perf_counter() - start
-        return {"seconds": seconds, "clusters": int(result.sizes["cluster"]),
-                "digest": digest(result)}
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        return {"seconds": seconds, "cpu_seconds": cpu,
+                "clusters": int(result.sizes["cluster"]), "digest": digest(result)}
 
     def warm_layer():
         finder("frozen_all_threads", (3, 3)).find(frames[:2], progress=False)
@@ -280,6 +281,12 @@ def summarise(record: dict) -> None:
             case["ab_ratio"] = {name: spread([sb / sa for sa, sb in
                                               zip(ra[name]["seconds"], rb[name]["seconds"])])
                                 for name in ra}
+            # CPU time of the process: on a shared machine, what the code costs whatever
+            # the other users take (meaningful for the one-thread cases).
+            case["ab_cpu_ratio"] = {name: spread([sb / sa for sa, sb in
+                                                  zip(ra[name]["cpu_seconds"],
+                                                      rb[name]["cpu_seconds"])])
+                                    for name in ra}
         for version, finders in case["aare"].items():
             for name, run in finders.items():
                 run["fps"] = spread([n / s for s in run["seconds"]])
@@ -303,9 +310,12 @@ def print_summary(record: dict) -> None:
                 print(f"    {name:<28} {entry['fps']['min']:7.0f}..{entry['fps']['max']:<7.0f}"
                       f" vs {what:<31} {text}{goal}")
         if "ab_ratio" in case:
-            print("  A/B, time of the other tree / this tree's, per repeat:")
+            print("  A/B, the other tree's time / this tree's per repeat, min..max "
+                  "(wall; process CPU):")
             for name, ratio in case["ab_ratio"].items():
-                print(f"    {name:<28} {ratio['min']:5.2f}..{ratio['max']:<5.2f}")
+                cpu = case["ab_cpu_ratio"][name]
+                print(f"    {name:<28} {ratio['min']:5.2f}..{ratio['max']:<5.2f}  "
+                      f"{cpu['min']:5.2f}..{cpu['max']:<5.2f}")
 
 
 def main(argv=None):
@@ -387,6 +397,7 @@ def main(argv=None):
                         got = workers[tree].ask(what="time", case=case, size=size)
                         run = case_record["aare_lab"][tree][case]
                         run["seconds"].append(got["seconds"])
+                        run.setdefault("cpu_seconds", []).append(got["cpu_seconds"])
                         run["clusters"] = got["clusters"]
                         run.setdefault("digests", []).append(got["digest"])
                 for version, worker in aare.items():

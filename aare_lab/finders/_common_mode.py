@@ -29,14 +29,39 @@ def fixed_point(value):
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def add_region_sums(v, thr, labels, centre, i0, i1, sums, counts):
-    """Add the pixels of rows ``i0..i1-1`` with ``|v - centre[label]| <= thr`` to their region."""
+    """Add the pixels of rows ``i0..i1-1`` with ``|v - centre[label]| <= thr`` to their region.
+
+    A row is taken as runs of pixels of one label (regions are runs of columns), each
+    summed by `run_sums` in one vectorised pass.
+    """
     nx = v.shape[1]
     for i in range(i0, i1):
-        for j in range(nx):
+        j = 0
+        while j < nx:
             r = labels[i, j]
-            if r >= 0 and abs(v[i, j] - centre[r]) <= thr[i, j]:
-                sums[r] += fixed_point(v[i, j])
-                counts[r] += 1
+            k = j + 1
+            while k < nx and labels[i, k] == r:
+                k += 1
+            if r >= 0:
+                total, n = run_sums(v[i, j:k], thr[i, j:k], centre[r])
+                sums[r] += total
+                counts[r] += n
+            j = k
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def run_sums(v, thr, centre):
+    """The fixed-point sum and the count of the pixels with ``|v - centre| <= thr``.
+
+    Branch-free, so that it compiles to vector code; the sum is exact in any order.
+    """
+    total = np.int64(0)
+    n = np.int64(0)
+    for j in range(len(v)):
+        take = abs(v[j] - centre) <= thr[j]
+        total += fixed_point(v[j]) if take else 0
+        n += take
+    return total, n
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -1,9 +1,11 @@
 """The per-pixel decision of docs/algorithm.md, shared by the serial and the frozen finder.
 
 A pixel's decision needs its window's maximum ``m`` and its sum ``tot`` taken in raster
-order of the window, starting from 0. Both finders build them with the same two
-accumulators: `window_rows` adds whole window rows for every pixel of an image row at
-once (the same per-pixel order, vectorised across pixels), `window_taps` continues one
+order of the window, starting from 0. The finders build them for every pixel of an image
+row at once (the same per-pixel order, vectorised across pixels): `window_rows` adds whole
+window rows to both (the serial finder; `add_three_taps` for 3-wide windows), `add_taps`
+the sum alone with the maximum from each window row's `row_max` (the frozen finder's
+wider windows: a maximum is the same in any order), and `window_taps` continues one
 pixel's sums tap by tap. `classify` then turns them into a branch code.
 
 Twin: ``kernels/frozen.cu`` mirrors ``classify`` and ``store_window`` line for line; its
@@ -97,6 +99,77 @@ def add_row_taps(vrow, b_lo, b_hi, tot, m):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def add_taps(vrow, rx, tot):
+    """Add taps ``-rx..rx`` of one window row, read from ``vrow``, to every pixel's ``tot``.
+
+    The sum of `add_row_taps` (taps outside the frame skipped, each pixel's additions in
+    raster order) without the maximum, with up to three taps per pass over the row, so
+    that ``tot`` is loaded and stored once per three taps.
+    """
+    b = -rx
+    while b <= rx:
+        n = min(3, rx - b + 1)
+        add_tap_group(vrow, b, n, tot)
+        b += n
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def add_tap_group(vrow, b, n, tot):
+    """Add taps ``b..b+n-1`` (``n`` of 1, 2, 3) of ``vrow`` to ``tot``, in that order."""
+    nx = len(vrow)
+    lo = min(max(0, -b), nx)
+    hi = max(lo, min(nx, nx - b - n + 1))
+    # Pixels near the row's ends, whose window leaves the row: tap by tap, in order.
+    for j in range(lo):
+        add_inside(vrow, b, n, j, tot)
+    for j in range(hi, nx):
+        add_inside(vrow, b, n, j, tot)
+    # Pixels lo..hi-1 have every tap inside. Slices first: indices counted from 0 compile
+    # to vector loads and stores.
+    tseg = tot[lo:hi]
+    first = vrow[lo + b:]
+    if n == 3:
+        second, third = vrow[lo + b + 1:], vrow[lo + b + 2:]
+        for k in range(len(tseg)):
+            tseg[k] = ((tseg[k] + first[k]) + second[k]) + third[k]
+    elif n == 2:
+        second = vrow[lo + b + 1:]
+        for k in range(len(tseg)):
+            tseg[k] = (tseg[k] + first[k]) + second[k]
+    else:
+        for k in range(len(tseg)):
+            tseg[k] += first[k]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def add_inside(vrow, b, n, j, tot):
+    """Add pixel ``j``'s taps ``b..b+n-1`` that lie inside the row, in order."""
+    for t in range(n):
+        x = j + b + t
+        if 0 <= x < len(vrow):
+            tot[j] += vrow[x]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def row_max(vrow, rx, out):
+    """``out[j]``: the maximum of ``vrow`` over ``j-rx..j+rx`` inside the row.
+
+    The window's maximum is the maximum of its rows' `row_max`: a maximum does not depend
+    on the order it is taken in, so the decision sees the one of `add_row_taps`.
+    """
+    nx = len(vrow)
+    for j in range(nx):
+        out[j] = vrow[j]
+    for b in range(1, min(rx, nx - 1) + 1):
+        left, right = out[:nx - b], out[b:]
+        ahead, behind = vrow[b:], vrow[:nx - b]
+        for k in range(nx - b):
+            left[k] = max(left[k], ahead[k])
+        for k in range(nx - b):
+            right[k] = max(right[k], behind[k])
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def window_taps(v, i, j, a_lo, a_hi, rx, tot, m):
     """Continue one pixel's window sum and maximum over window rows ``a_lo..a_hi``."""
     ny, nx = v.shape
@@ -143,6 +216,18 @@ def store_window(v, i, j, ry, rx, round_values, out, k):
     int16 ``out``'s range (a conversion would wrap it).
     """
     ny, nx = v.shape
+    if ry <= i < ny - ry and rx <= j < nx - rx:
+        # Inside the frame: rows of taps without bounds checks.
+        for a in range(2 * ry + 1):
+            vrow = v[i - ry + a, j - rx:j + rx + 1]
+            orow = out[k, a]
+            if round_values:
+                for b in range(2 * rx + 1):
+                    orow[b] = saturated(round_half_away(vrow[b]), out)
+            else:
+                for b in range(2 * rx + 1):
+                    orow[b] = vrow[b]
+        return
     for a in range(2 * ry + 1):
         yy = i - ry + a
         for b in range(2 * rx + 1):

@@ -1,17 +1,20 @@
 """The frozen timing model: every read in a frame sees the frame-start pedestal.
 
 Each pixel's QUIET_UPDATE is applied to the pedestal state right after its row is
-classified, but classification reads only ``v``, filled from the frame-start state before
-any row is classified, and the row's own thresholds, taken before its update; so no read
-sees an update of the same frame, and rows run in parallel. The passes are separate
-functions so that Numba cannot fuse them: classifying a row reads the values of its
-neighbouring rows. A ``prange`` index is unsigned in Numba, so each pass turns it into a
-signed row before any ``-i`` arithmetic. Per-row intermediates live in small scratch rows
-that stay in cache; only ``v`` and the codes span the frame.
+classified, but classification reads only ``v``, filled from the frame-start state, and
+the row's own thresholds, taken before its update; so no read sees an update of the same
+frame. The frame is cut into bands of rows, one per thread (`classify_frame`): first every
+band's edge rows get their values (`load_edges`), the rows a neighbouring band's windows
+read, before any band pushes a pixel; then each band walks its rows once, computing a
+row's values ``ry`` rows ahead of classifying it, so that a row's state is read from
+memory once per frame. Per-row intermediates live in small scratch rows that stay in
+cache; only ``v``, the codes and the stores' columns span the frame. A ``prange`` index is
+unsigned in Numba, so each parallel loop turns it into a signed one before any ``-i``
+arithmetic.
 
 With common mode (``cm`` not None) the frame-start values are computed twice: first
 plain, for the estimate (``_common_mode``), then corrected by the offset of each pixel's
-region; classification and pushes use the corrected values. The thresholds are computed
+region, in the bands; classification and pushes use the corrected values. The thresholds are computed
 once, before the estimate, which reads them, and classification reads the same map, as
 the GPU twin keeps each pixel's threshold for the frame.
 
@@ -23,14 +26,14 @@ Twin: ``kernels/frozen.cu`` implements the same frame step on the GPU.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import get_num_threads, njit, prange
 
 from .._arith import row_of, thresholds_row, update_quiet_row, values_row
 from ._buffers import reserve
 from ._common_mode import corrections, estimate_parallel, frame_thresholds
-from ._decision import classify, is_store, store_window, window_rows
+from ._decision import add_taps, add_three_taps, classify, is_store, row_max, store_window
 from ._gain import (
-    calibrate_frame,
+    calibrate_row,
     decode_frame,
     estimate_labels,
     gated,
@@ -38,7 +41,6 @@ from ._gain import (
 )
 
 PARALLEL = {"cache": True, "nogil": True, "parallel": True, "error_model": "numpy"}
-ROWS_PER_TASK = 8
 
 
 @njit(**PARALLEL)
@@ -50,16 +52,48 @@ def load_frame(frame, off, s, N, v, corr):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def push_row(i, codes, frame, off, s, s2, N, x, corr, status):
-    """`update_quiet_row` of row ``i``, with ``corr`` and ``status`` None or frame arrays."""
-    update_quiet_row(codes[i], frame[i], off[i], s[i], s2[i], N, x, row_of(corr, i),
-                     row_of(status, i))
+def band_rows(band, n_bands, ny):
+    """Rows ``y0..y1-1`` of band ``band`` of ``n_bands`` (contiguous, as even as may be)."""
+    return band * ny // n_bands, (band + 1) * ny // n_bands
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def is_edge(i, y0, y1, ry):
+    """Whether row ``i`` of band ``y0..y1-1`` is one of its first or last ``ry`` rows: the
+    rows whose values a neighbouring band's windows read (`load_edges`)."""
+    return i - y0 < ry or y1 - 1 - i < ry
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def value_row(i, frame, off, s, N, v, corr, gs):
+    """Row ``i``'s values from the frame-start state (`values_row`, keV with ``gs``)."""
+    values_row(frame[i], off[i], s[i], N, v[i], row_of(corr, i))
+    if gs is not None:
+        calibrate_row(gs[3][i], frame[i], gs[0], gs[1], i, v[i])
+
+
+@njit(**PARALLEL)
+def load_edges(frame, off, s, N, v, corr, gs, ry, n_bands):
+    """The values of every band's edge rows, before any band pushes a pixel."""
+    ny = v.shape[0]
+    for band in prange(n_bands):
+        y0, y1 = band_rows(np.int64(band), n_bands, ny)
+        for i in range(y0, y1):
+            if is_edge(i, y0, y1, ry):
+                value_row(i, frame, off, s, N, v, corr, gs)
 
 
 @njit(**PARALLEL)
 def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                   row_counts, corr, gs, thresholds):
-    """Classify every pixel, push QUIET_UPDATE pixels (corrected by ``corr``), count stores.
+                   row_counts, stores, corr, gs, thresholds, n_bands):
+    """Classify every pixel, push QUIET_UPDATE pixels (corrected by ``corr``), count stores
+    (``row_counts``) and list their columns (``stores[i, :row_counts[i]]``).
+
+    The frame is cut into ``n_bands`` bands of rows, one task each, after `load_edges`.
+    A band walks its rows once: the values of row ``i + ry`` (unless an edge row), its
+    `row_max`, then row ``i``'s window maximum from the rows' maxima, its window sum
+    (`add_taps`), the decision and the push, so that each row's state is read while it is
+    in cache. The last ``2 ry + 1`` rows' maxima live in a small ring.
 
     With ``gs`` (the `_gain` tuple), ``frame`` holds ADC values and ``v`` keV.
     ``thresholds`` are the frame's thresholds from its frame-start state when the caller
@@ -67,21 +101,40 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
     here, row by row.
     """
     ny, nx = v.shape
-    for task in prange((ny + ROWS_PER_TASK - 1) // ROWS_PER_TASK):
-        scratch = np.empty((4, nx), dtype=v.dtype)
+    ring = 2 * ry + 1
+    for band in prange(n_bands):
+        y0, y1 = band_rows(np.int64(band), n_bands, ny)
+        scratch = np.empty((4 + ring, nx), dtype=v.dtype)
         thr, tot, m, x = scratch[0], scratch[1], scratch[2], scratch[3]
-        first = np.int64(task) * ROWS_PER_TASK
-        for i in range(first, min(first + ROWS_PER_TASK, ny)):
+        maxima = scratch[4:]
+        # Three taps a row: sum and maximum in one pass per window row (`add_three_taps`);
+        # wider: the maximum from each row's `row_max`, kept in the ring.
+        three = rx == 1 and nx >= 2
+        if not three:
+            for r in range(max(0, y0 - ry), min(ny, y0 + ry)):
+                row_max(v[r], rx, maxima[r % ring])
+        for i in range(y0, y1):
+            r = i + ry
+            if r < ny:
+                if not is_edge(r, y0, y1, ry):
+                    value_row(r, frame, off, s, N, v, corr, gs)
+                if not three:
+                    row_max(v[r], rx, maxima[r % ring])
             if thresholds is None:
                 thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr)
             else:
                 thr[:] = thresholds[i]
             if gs is not None:
                 kev_thresholds_row(gs[1], i, thr)
-            for j in range(nx):
-                tot[j] = 0
-                m[j] = v[i, j]
-            window_rows(v, i, -ry, ry, rx, tot, m)
+            tot[:] = 0
+            if three:
+                m[:] = v[i]
+                for a in range(max(-ry, -i), min(ry, ny - 1 - i) + 1):
+                    add_three_taps(v[i + a], tot, m)
+            else:
+                window_max(maxima, i, ry, ny, m)
+                for a in range(max(-ry, -i), min(ry, ny - 1 - i) + 1):
+                    add_taps(v[i + a], rx, tot)
             count = 0
             for j in range(nx):
                 code = classify(v[i, j], thr[j], m[j], tot[j], c3)
@@ -90,27 +143,52 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
                 codes[i, j] = code
                 count += is_store(code)
             row_counts[i] = count
-            if gs is None:
-                push_row(i, codes, frame, off, s, s2, N, x, corr, None)
-            else:
-                push_row(i, codes, frame, off, s, s2, N, x, corr, gs[3])
+            if count > 0:
+                # The stores' columns, while the row's codes are in cache.
+                c = 0
+                for j in range(nx):
+                    stores[i, c] = j
+                    c += is_store(codes[i, j])
+            push_row(i, codes, frame, off, s, s2, N, x, corr, gs)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def push_row(i, codes, frame, off, s, s2, N, x, corr, gs):
+    """`update_quiet_row` of row ``i``; with ``gs``, of its G0 pixels only."""
+    if gs is None:
+        update_quiet_row(codes[i], frame[i], off[i], s[i], s2[i], N, x, row_of(corr, i),
+                         None)
+    else:
+        update_quiet_row(codes[i], frame[i], off[i], s[i], s2[i], N, x, row_of(corr, i),
+                         gs[3][i])
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def window_max(maxima, i, ry, ny, m):
+    """Row ``i``'s window maximum from the `row_max` of rows ``i-ry..i+ry`` in the frame."""
+    ring = maxima.shape[0]
+    m[:] = maxima[i % ring]
+    for r in range(max(0, i - ry), min(ny, i + ry + 1)):
+        if r != i:
+            mr = maxima[r % ring]
+            for j in range(len(m)):
+                m[j] = max(m[j], mr[j])
 
 
 @njit(**PARALLEL)
-def write_frame(v, codes, row_counts, row_start, kept, ry, rx, round_values,
+def write_frame(v, row_counts, row_start, stores, kept, ry, rx, round_values,
                 win, ys, xs, n_out):
-    """Write the first ``kept`` clusters of the frame in raster order from row ``n_out``."""
-    ny, nx = v.shape
+    """Write the first ``kept`` clusters of the frame in raster order from row ``n_out``:
+    row ``i``'s at the columns ``stores[i, :row_counts[i]]``."""
+    ny = v.shape[0]
     for row in prange(ny):
         i = np.int64(row)
-        k = row_start[i]
-        if row_counts[i] > 0 and k < kept:
-            for j in range(nx):
-                if k < kept and is_store(codes[i, j]):
-                    store_window(v, i, j, ry, rx, round_values, win, n_out + k)
-                    ys[n_out + k] = i
-                    xs[n_out + k] = j
-                    k += 1
+        k0 = row_start[i]
+        for c in range(min(row_counts[i], kept - k0)):
+            j = stores[i, c]
+            store_window(v, i, j, ry, rx, round_values, win, n_out + k0 + c)
+            ys[n_out + k0 + c] = i
+            xs[n_out + k0 + c] = j
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -125,18 +203,18 @@ def estimate_frame(v, thr, labels, f, cm):
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def classify_raw(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                 row_counts, cm, gs):
-    """Frame ``f``'s values (common mode with ``cm``, keV with ``gs``), codes and pushes.
+                 row_counts, stores, cm, gs, n_bands):
+    """Frame ``f``'s values (common mode with ``cm``, keV with ``gs``), codes and pushes,
+    in ``n_bands`` bands of rows.
 
     ``frame`` holds the counts, or with ``gs`` the ADC values `decode_frame` wrote.
     """
-    load_frame(frame, off, s, N, v, None)
     if cm is None:
-        if gs is not None:
-            calibrate_frame(gs[3], frame, gs[0], gs[1], v)
+        load_edges(frame, off, s, N, v, None, gs, ry, n_bands)
         classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                       codes, row_counts, None, gs, None)
+                       codes, row_counts, stores, None, gs, None, n_bands)
     else:
+        load_frame(frame, off, s, N, v, None)
         thr, corr = cm[6], cm[7]
         frame_thresholds(s, s2, rms_fixed, fixed, N, nsig, thr)
         if gs is None:
@@ -144,17 +222,15 @@ def classify_raw(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
         else:
             estimate_labels(cm[0], gs[3], gs[4])
             estimate_frame(v, thr, gs[4], f, cm)
-        load_frame(frame, off, s, N, v, corr)
-        if gs is not None:
-            calibrate_frame(gs[3], frame, gs[0], gs[1], v)
+        load_edges(frame, off, s, N, v, corr, gs, ry, n_bands)
         classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                       codes, row_counts, corr, gs, thr)
+                       codes, row_counts, stores, corr, gs, thr, n_bands)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def frozen_chunk(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
-                 round_values, v, codes, row_counts, row_start,
-                 win, ys, xs, n_out, n_found, n_kept, map_slot, maps, cm, gs):
+def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
+                  round_values, v, codes, row_counts, row_start,
+                  win, ys, xs, n_out, n_found, n_kept, map_slot, maps, cm, gs, n_bands):
     """Run the frozen model over ``frames`` (n, ny, nx), advancing the pedestal in place.
 
     Clusters are appended to ``win``/``ys``/``xs`` from row ``n_out`` on, in raster
@@ -163,18 +239,19 @@ def frozen_chunk(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
     `aare_lab.finders.base.CpuFinder` (labels, scratch, and the per-frame offsets and pixel
     counts it fills); ``gs`` None, or its gain-switching tuple (the calibration, scratch,
     and the per-frame flagged pixels it fills). Returns the (possibly reallocated) buffers
-    and the new row count.
+    and the new row count. ``n_bands``: bands of rows (`classify_frame`), one per thread.
     """
     nf, ny = frames.shape[:2]
+    stores = np.empty(v.shape, np.int32)
     for f in range(nf):
         if gs is None:
             classify_raw(frames[f], f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                         codes, row_counts, cm, None)
+                         codes, row_counts, stores, cm, None, n_bands)
         else:
             _, gain, adc, status, _, row_flagged, out_flagged = gs
             out_flagged[f] = decode_frame(frames[f], gain, adc, status, row_flagged)
             classify_raw(adc, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                         codes, row_counts, cm, gs)
+                         codes, row_counts, stores, cm, gs, n_bands)
         total = 0
         for i in range(ny):
             row_start[i] = total
@@ -183,9 +260,18 @@ def frozen_chunk(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
         n_found[f] = total
         n_kept[f] = kept
         win, ys, xs = reserve(win, ys, xs, n_out + kept)
-        write_frame(v, codes, row_counts, row_start, kept, ry, rx, round_values,
+        write_frame(v, row_counts, row_start, stores, kept, ry, rx, round_values,
                     win, ys, xs, n_out)
         n_out += kept
         if map_slot[f] >= 0:
             maps[map_slot[f]] = codes
     return win, ys, xs, n_out
+
+
+def frozen_chunk(frames, *args):
+    """`frozen_frames` in one band of rows per thread of Numba's (`numba.get_num_threads`).
+
+    Called from Python: a compiled function that asks for the thread count could not be
+    cached on disk.
+    """
+    return frozen_frames(frames, *args, min(get_num_threads(), frames.shape[1]))
