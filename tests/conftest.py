@@ -23,11 +23,25 @@ def interactive(request):
     return request.param
 
 
+#: Tests that must not run beside each other, by marker, and the pytest-xdist group that
+#: runs them one after the other on one worker (``--dist loadgroup``, pyproject.toml): the
+#: real slsReceiver and virtual detector servers (each a shared-memory detector id and
+#: ports probed free, then taken), and JupyterLab in Chromium (a server each on a probed
+#: port, one artefacts folder, and a minute or more of both cores).
+SERIAL_GROUPS = {"slsdet": "slsreceiver", "browser": "browser"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     """Skip GPU tests, with the reason, where the cuda finder cannot run, and the kernel's
     compile tests where NVRTC is not installed; in CI (``AARE_LAB_REQUIRE_AARE=1``,
     ``AARE_LAB_REQUIRE_NVRTC=1``) an aare oracle or compile test that would skip fails, and
-    so does an slsReceiver test wherever ``AARE_LAB_SLSDET`` names the binaries."""
+    so does an slsReceiver test wherever ``AARE_LAB_SLSDET`` names the binaries. Tests of
+    `SERIAL_GROUPS` get their ``xdist_group``."""
+    for item in items:
+        for marker, group in SERIAL_GROUPS.items():
+            if item.get_closest_marker(marker):
+                item.add_marker(pytest.mark.xdist_group(group))
     gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
     if gpu_tests:
         from aare_lab.gpu import GpuUnavailable, cupy_or_raise
