@@ -5,7 +5,8 @@ rise above its mean (a drift, a common-mode offset) that tops its window is a cl
 (docs/algorithm.md): an all-zero dark gives hundreds of clusters per frame of a MÖNCH03
 run, at energies of the pixels' whole counts. A hot pixel is one whose mean or rms lies
 more than `HOT_ROBUST_Z` robust standard deviations (1.4826 × the median absolute
-deviation, at least 1 ADU) above the median of all pixels: a stuck spot, or a light leak
+deviation, at least 1 ADU) above the median of all pixels (of `MEDIAN_SAMPLE` of them,
+evenly spaced, on a larger detector): a stuck spot, or a light leak
 that lit part of the dark frames. Simulated dark frames and the real JUNGFRAU dark frames
 of PSI aare's test data (``tests/data/jungfrau_dark_crop.npz``) have none of them, so one
 is worth a word.
@@ -38,9 +39,17 @@ class DarkPixelWarning(UserWarning):
     spots, a light leak), or a threshold no pixel can reach."""
 
 
+#: Pixels the median and its absolute deviation are taken over, at most: evenly spaced
+#: over the frame, so a finder's every run pays about 1 ms rather than 10 (400x400) for
+#: them, and a hot pixel stands out of 10 robust sd all the same.
+MEDIAN_SAMPLE = 1 << 15
+
+
 def _far_above(values: np.ndarray) -> np.ndarray:
-    median = np.median(values)
-    scale = max(1.4826 * float(np.median(np.abs(values - median))), 1.0)
+    flat = values.ravel()
+    sample = flat[::-(-flat.size // MEDIAN_SAMPLE)]
+    median = np.median(sample)
+    scale = max(1.4826 * float(np.median(np.abs(sample - median))), 1.0)
     return values > median + HOT_ROBUST_Z * scale
 
 
