@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from aare_lab import FrozenFinder, Pedestal
+from aare_lab import FrozenFinder
 from aare_lab.cli import main
 from aare_lab.compare import compare
 from aare_lab.finders.frozen import max_threads
