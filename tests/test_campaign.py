@@ -206,3 +206,13 @@ def test_the_drift_figure_shows_each_run_and_the_sum(tmp_path):
     assert counts.sum() == result["clusters"].to_numpy()[[0, 2, 3]].sum()
     assert [t.get_text() for t in figure.axes[0].get_xticklabels()] == [
         "run0", "missing", "run1", "run2"]
+
+
+def test_a_dark_taken_with_the_beam_on_is_flagged(tmp_path):
+    paths = write_runs(tmp_path, n_runs=2, n_frames=SPEC.n_pedestal)
+    np.save(tmp_path / "beam_on.npy", np.load(paths[0])[:SPEC.n_pedestal])
+    darks = {"run0": str(tmp_path / "dark.npy"), "run1": str(tmp_path / "beam_on.npy")}
+    result = Campaign([str(p) for p in paths], SPEC, dark=darks, out=tmp_path / "out").run(
+        workers=2, processes=False, progress=False)
+    assert list(result["status"].to_numpy()) == ["done", "done"], failed_runs(result)
+    assert list(result["dark_ok"].to_numpy()) == [True, False]

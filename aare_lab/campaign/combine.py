@@ -29,7 +29,8 @@ LONG_NAMES = {
     "dark_frames": "dark frames trained into the pedestal (-1: failed)",
     "dark_false_rate_factor": "expected rise of the noise-cluster rate from the dark's "
                               "uncertainty (aare_lab.dark_quality)",
-    "dark_ok": "no warning about the run's dark frames",
+    "dark_ok": "nothing wanting in the run's dark frames (enough of them, no pixel that "
+               "stands out, no photons)",
     "seconds": "wall time of the run on its worker", "worker": "the worker that did the run",
     "warnings": "categories of the warnings the run gave",
 }

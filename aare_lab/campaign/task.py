@@ -23,9 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..dark_photons import IlluminatedDarkWarning
-from ..dark_pixels import DarkPixelWarning
-from ..dark_quality import DarkFrameWarning
+from ..dark_quality import assess_dark
 from ..fit import fit_peak
 from ..pedestal import Pedestal
 from ..pipeline import check_frame_shapes, train_pedestal_for
@@ -39,8 +37,6 @@ from .runs import Run
 CLUSTERS, SPECTRUM, PEDESTAL = "clusters.nc", "spectrum.nc", "pedestal.nc"
 #: The attribute that marks a run's ``spectrum.nc`` (`aare_lab.results.read_netcdf`).
 SPECTRUM_MARK = ("aare_lab_campaign_spectrum", 1)
-#: The warnings that say a run's dark frames are wanting (its ``dark_ok``).
-DARK_WARNINGS = (DarkFrameWarning, DarkPixelWarning, IlluminatedDarkWarning)
 #: A run's row: what the campaign's table holds per run (`aare_lab.campaign.combine`).
 NUMBERS = ("frames", "clusters", "truncated_frames", "ka_position", "ka_position_err",
            "ka_fwhm", "ka_fwhm_err", "dark_frames", "dark_false_rate_factor", "seconds")
@@ -102,7 +98,10 @@ def process_run(run: Run, key: str | None, task: RunTask) -> dict:
     -------
     dict
         The row: ``run``, ``status`` (``"done"`` or ``"failed"``), ``reason``, `NUMBERS`,
-        ``dark_ok``, ``warnings`` (categories), ``notes`` (their texts), ``worker``, ``key``.
+        ``dark_ok`` (`dark_is_ok`), ``warnings`` (categories of the warnings the run gave),
+        ``notes`` (their first lines), ``worker``, ``key``. Workers that are threads of one
+        process share Python's warning filters: there, the warnings of runs that overlap
+        may be missing from their rows.
     """
     start = time.perf_counter()
     out = Path(task.out)
@@ -117,7 +116,6 @@ def process_run(run: Run, key: str | None, task: RunTask) -> dict:
             row.update(_find(run, task, attempt))
         row["warnings"] = ",".join(sorted({w.category.__name__ for w in caught}))
         row["notes"] = [str(w.message).splitlines()[0] for w in caught]
-        row["dark_ok"] = not any(issubclass(w.category, DARK_WARNINGS) for w in caught)
         row.update(status="done", seconds=time.perf_counter() - start)
         (attempt / RUN_FILE).write_text(json.dumps(row, default=float))
         publish(attempt, out / run.name)
@@ -138,11 +136,13 @@ def _find(run: Run, task: RunTask, attempt: Path) -> dict:
         pedestal = train_pedestal_for(spec, dark, spec.n_pedestal or 1000, progress=False)
     # As trained, before the data frames move it.
     pedestal.save(attempt / PEDESTAL)
+    dark_ok = dark_is_ok(pedestal, spec.n_sigma)
     finder = spec.make_finder(pedestal, **dict(task.finder_options))
     with finder.find(frames, progress=False, out=attempt / CLUSTERS) as result:
         energies = result["energy"].to_numpy()
         n_frames = int(result.sizes["frame"])
-        row = {"frames": n_frames, "clusters": int(result.sizes["cluster"]),
+        row = {"dark_ok": dark_ok, "frames": n_frames,
+               "clusters": int(result.sizes["cluster"]),
                "truncated_frames": len(truncated_frames(result)),
                "dark_frames": int(result.attrs.get("dark_frames", pedestal.n_frames)),
                "dark_false_rate_factor": float(result.attrs.get(
@@ -154,6 +154,18 @@ def _find(run: Run, task: RunTask, attempt: Path) -> dict:
     if task.peak is not None:
         row.update(fitted_peak(spectrum["energy"].to_numpy(), counts, task.peak))
     return row
+
+
+def dark_is_ok(pedestal: Pedestal, n_sigma: float) -> bool:
+    """Whether nothing is wanting in a trained pedestal's dark frames: enough of them
+    (`aare_lab.dark_quality`), no pixel that stands out (`aare_lab.dark_pixels`), no
+    photons in them (`aare_lab.dark_photons`); what the warnings of training and finding
+    say, decided from the pedestal rather than from caught warnings (which threads of one
+    process share)."""
+    quality = assess_dark(pedestal, n_sigma)
+    photons = pedestal.dark_photons
+    return not (quality.noticeable or quality.pixel_warning is not None
+                or (photons is not None and photons.illuminated))
 
 
 def fitted_peak(centres: np.ndarray, counts: np.ndarray, peak: Peak) -> dict:
