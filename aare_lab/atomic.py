@@ -12,7 +12,9 @@ def replace_atomically(path: str | os.PathLike, write: Callable[[Path], None]) -
 
     The temporary file lies next to ``path`` (so that `os.replace` stays on one file
     system, where it is atomic) and is removed if ``write`` fails: a failed write leaves
-    neither a half-written file nor a changed older one.
+    neither a half-written file nor a changed older one. It is on the disk (fsync'd, and
+    its folder after the rename) before it counts as written, so a power cut cannot leave
+    a name for a file whose data never reached the disk.
 
     Examples
     --------
@@ -26,6 +28,17 @@ def replace_atomically(path: str | os.PathLike, write: Callable[[Path], None]) -
     temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
         write(temporary)
+        fsync_path(temporary)
         os.replace(temporary, path)
+        fsync_path(path.parent)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def fsync_path(path: str | os.PathLike) -> None:
+    """Flush a file's (or a folder's) data and metadata to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

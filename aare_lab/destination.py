@@ -45,15 +45,6 @@ def partial_path(path: str | os.PathLike) -> Path:
     return path.with_name(f"{path.stem}.partial{path.suffix}")
 
 
-def fsync_path(path: str | os.PathLike) -> None:
-    """Flush a file's (or a folder's) data and metadata to the disk."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def free_bytes(path: str | os.PathLike) -> int:
     """The bytes free for this user on the file system that holds ``path``'s folder."""
     return shutil.disk_usage(Path(path).parent).free
@@ -182,4 +173,4 @@ def claim(out: str | os.PathLike | Destination, overwrite: bool = False) -> tupl
 
 
 __all__ = ["Destination", "DestinationBusy", "DestinationExists", "RESERVE_BYTES", "claim",
-           "fsync_path", "free_bytes", "human_bytes", "partial_path"]
+           "free_bytes", "human_bytes", "partial_path"]

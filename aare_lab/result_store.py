@@ -44,7 +44,8 @@ import numpy as np
 import xarray as xr
 
 from . import chunk_codec
-from .destination import Destination, claim, free_bytes, fsync_path, human_bytes, partial_path
+from .atomic import fsync_path
+from .destination import Destination, claim, free_bytes, human_bytes, partial_path
 from .parallel import pool_threads
 from .results import NETCDF_ENGINE
 
