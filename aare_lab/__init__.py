@@ -64,10 +64,16 @@ _EXPORTS = {
     "image": "imaging",
     "save_interpolation": "imaging",
     "load_interpolation": "imaging",
+    "pixel_spectra": "calibration",
+    "gain_map": "calibration",
+    "calibrate": "calibration",
+    "apply_gain": "calibration",
+    "save_gain_map": "calibration",
+    "load_gain_map": "calibration",
 }
 
 #: Submodules reached as attributes without an explicit import.
-SUBMODULES = ("caps", "compare", "explain", "imaging", "plots", "result_memory", "simulate",
+SUBMODULES = ("calibration", "caps", "compare", "explain", "imaging", "plots", "result_memory", "simulate",
               "sources", "spectra", "widgets")
 
 # Not in __all__: a star import must not pull in matplotlib or ipywidgets.

@@ -13,6 +13,8 @@ Each job is a dict with ``"task"``:
   ``ybins``, ``ebins``), ``dtype``, ``rosenblatt`` (bool), ``out``: ``ietax``, ``ietay`` of
   aare's Interpolator from that cube and, per η kind, ``<kind>_x``, ``<kind>_y``,
   ``<kind>_energy`` of its photons.
+- ``"fit"``: ``npz`` (``x`` bin centres, ``y`` counts (rows, cols, bins), ``err``), ``out``:
+  aare's ``fit`` of its ``Gaussian`` with errors computed: ``par``, ``par_err``, ``chi2``.
 """
 
 import json
@@ -63,11 +65,19 @@ def interpolate(aare, job):
     np.savez(job["out"], **out)
 
 
+def fit(aare, job):
+    given = np.load(job["npz"])
+    model = aare.Gaussian()
+    model.compute_errors = True
+    out = aare.fit(model, given["x"], given["y"], given["err"])
+    np.savez(job["out"], par=out["par"], par_err=out["par_err"], chi2=out["chi2"])
+
+
 def main(jobs_path):
     import aare
 
     for job in json.loads(open(jobs_path).read()):
-        {"eta": eta, "interpolate": interpolate}[job["task"]](aare, job)
+        {"eta": eta, "interpolate": interpolate, "fit": fit}[job["task"]](aare, job)
 
 
 if __name__ == "__main__":
