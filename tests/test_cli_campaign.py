@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("distributed", reason="the campaign needs the [campaign] extra")
 
 from aare_lab.cli import main
-from campaign_helpers import serial_loop, write_runs
+from campaign_helpers import assert_run_equals, serial_loop, write_runs
 
 
 @pytest.mark.slow
@@ -37,6 +37,12 @@ def test_campaign_writes_every_run_and_names_the_failed_ones(tmp_path, capsys):
                   "--quiet"])
     assert again == 0
     assert "3 of 3 runs finished before: kept" in capsys.readouterr().out
+
+    saved = main(["campaign", *map(str, paths), "--pedestal", str(out / "{run}" / "pedestal.nc"),
+                  "--out", str(tmp_path / "from_saved"), "--finder", "serial", "--quiet"])
+    assert saved == 0, capsys.readouterr().err
+    for path, expected in zip(paths, serial):
+        assert_run_equals(tmp_path / "from_saved" / path.stem, expected)
 
 
 @pytest.mark.parametrize("options, message", [

@@ -82,9 +82,14 @@ class Campaign:
     def pending(self, force: bool = False) -> list[Run]:
         """The runs a `run` would do: all with ``force``, else those not finished under
         their current inputs (`aare_lab.campaign.manifest.Manifest.finished`)."""
-        manifest = Manifest(self.out, self.key)
+        return self._pending(Manifest(self.out, self.key), self._keys(), force)
+
+    def _keys(self) -> dict[str, str | None]:
+        return {run.name: run_key(self.key, run) for run in self.runs}
+
+    def _pending(self, manifest: Manifest, keys: dict, force: bool) -> list[Run]:
         return [run for run in self.runs
-                if force or not manifest.finished(run, run_key(self.key, run))]
+                if force or not manifest.finished(run, keys[run.name])]
 
     def run(self, client=None, *, force: bool = False, workers: int | None = None,
             gpus: list[str] | None = None, processes: bool = True, progress: bool = True,
@@ -120,9 +125,8 @@ class Campaign:
         say = report or (lambda line: None)
         self.out.mkdir(parents=True, exist_ok=True)
         manifest = Manifest(self.out, self.key)
-        keys = {run.name: run_key(self.key, run) for run in self.runs}
-        todo = [run for run in self.runs
-                if force or not manifest.finished(run, keys[run.name])]
+        keys = self._keys()
+        todo = self._pending(manifest, keys, force)
         if len(todo) < len(self.runs):
             say(f"{len(self.runs) - len(todo)} of {len(self.runs)} runs finished before: kept")
         self._remove_attempts()

@@ -10,15 +10,12 @@ An slsDetector master file brings its raw data files (``<prefix>_d*_f*_<index>.r
 from __future__ import annotations
 
 import hashlib
-import os
-import re
 from pathlib import Path
 
-from .runs import file_of
+from .runs import MASTER, file_of
 
 SAMPLED_BLOCKS = 16
 BLOCK_BYTES = 1 << 16
-_MASTER = re.compile(r"(?P<prefix>.*)_master_(?P<index>\d+)\.(?:json|raw)", re.IGNORECASE)
 
 
 def files_of(source: str) -> list[Path]:
@@ -26,7 +23,7 @@ def files_of(source: str) -> list[Path]:
     files."""
     path = Path(file_of(source))
     files = [path]
-    if master := _MASTER.fullmatch(path.name):
+    if master := MASTER.fullmatch(path.name):
         files += sorted(path.parent.glob(f"{master['prefix']}_d*_f*_{master['index']}.raw"))
     return files
 

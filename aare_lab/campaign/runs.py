@@ -12,12 +12,12 @@ import csv
 import glob
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 #: ``<prefix>_master_<index>.json`` (or ``.raw``): an slsDetector acquisition.
-_MASTER = re.compile(r"(?P<prefix>.*)_master_(?P<index>\d+)\.(?:json|raw)", re.IGNORECASE)
+MASTER = re.compile(r"(?P<prefix>.*)_master_(?P<index>\d+)\.(?:json|raw)", re.IGNORECASE)
 #: ``file.h5:/dataset``, ``file.npz:member``: a file and what in it holds the frames.
 _MEMBER = re.compile(r"(?P<file>.*\.(?:h5|hdf5|nxs|npz)):(?P<member>.+)", re.IGNORECASE)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -62,7 +62,7 @@ def run_name(source: str) -> str:
     ('run_12_3', 'scan_1')
     """
     path = Path(file_of(source))
-    master = _MASTER.fullmatch(path.name)
+    master = MASTER.fullmatch(path.name)
     name = f"{master['prefix']}_{master['index']}" if master else path.stem
     return safe_name(name)
 
@@ -145,9 +145,4 @@ def runs_table(runs) -> list[Run]:
     return table
 
 
-def sources_of(run: Run) -> Iterable[str]:
-    """The inputs of a run: its frames and its dark or pedestal."""
-    return [source for source in (run.frames, run.dark, run.pedestal) if source is not None]
-
-
-__all__ = ["Run", "file_of", "read_table", "run_name", "runs_table", "safe_name", "sources_of"]
+__all__ = ["MASTER", "Run", "file_of", "read_table", "run_name", "runs_table", "safe_name"]

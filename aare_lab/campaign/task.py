@@ -119,7 +119,7 @@ def process_run(run: Run, key: str | None, task: RunTask) -> dict:
         row.update(status="done", seconds=time.perf_counter() - start)
         (attempt / RUN_FILE).write_text(json.dumps(row, default=float))
         publish(attempt, out / run.name)
-    except Exception as err:  # noqa: BLE001: whatever went wrong, the run is failed, not the campaign
+    except Exception as err:  # noqa: BLE001: the run has failed, not the campaign
         shutil.rmtree(attempt, ignore_errors=True)
         row.update(status="failed", reason=one_line(err), seconds=time.perf_counter() - start)
     return row
@@ -199,5 +199,5 @@ def one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
-__all__ = ["CLUSTERS", "NUMBERS", "PEDESTAL", "SPECTRUM", "SPECTRUM_MARK", "Peak", "RunTask", "is_attempt",
-           "one_line", "process_run", "publish"]
+__all__ = ["CLUSTERS", "NUMBERS", "PEDESTAL", "SPECTRUM", "SPECTRUM_MARK", "Peak", "RunTask",
+           "dark_is_ok", "is_attempt", "one_line", "process_run", "publish"]

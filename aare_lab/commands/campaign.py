@@ -9,6 +9,7 @@ from pathlib import Path
 from ..gpu import GpuUnavailable
 from ..spec import FinderSpec
 from .options import (
+    PEDESTAL_DEFAULTS,
     UsageError,
     add_calibration_option,
     add_finder_options,
@@ -43,7 +44,8 @@ def register(subparsers) -> None:
                                      "a dark per run (darks/{run}_dark.npy)")
     dark.add_argument("--pedestal", metavar="PATTERN",
                       help="a saved pedestal per run, a pattern with {run} "
-                           "(peds/{run}.nc, from find --save-pedestal)")
+                           "(peds/{run}.nc, from find --save-pedestal, or OUT/{run}/pedestal.nc "
+                           "of a campaign); it brings its own N")
     parser.add_argument("--out", required=True, type=Path, metavar="DIR",
                         help="the campaign's folder")
     where = parser.add_mutually_exclusive_group()
@@ -106,6 +108,11 @@ def run(args: argparse.Namespace) -> int:
     from ..campaign import Campaign, SavedPedestals, failed_runs
 
     spec = _spec(args)
+    if args.pedestal is not None:
+        if args.n_pedestal != PEDESTAL_DEFAULTS["n_pedestal"]:
+            raise UsageError("--n-pedestal with --pedestal: a saved pedestal brings its own N; "
+                             "leave the option out")
+        spec = spec.replace(n_pedestal=None)
     dark = SavedPedestals(args.pedestal) if args.pedestal is not None else args.dark
     options = {**finder_options(args), "on_truncation": args.on_truncation}
     campaign = Campaign(args.runs, spec, dark=dark, out=args.out, width=args.bin_width,
