@@ -73,8 +73,8 @@ _EXPORTS = {
 }
 
 #: Submodules reached as attributes without an explicit import.
-SUBMODULES = ("calibration", "caps", "compare", "explain", "imaging", "plots", "result_memory", "simulate",
-              "sources", "spectra", "widgets")
+SUBMODULES = ("calibration", "caps", "compare", "explain", "imaging", "plots", "result_memory",
+              "simulate", "sources", "spectra", "widgets")
 
 # Not in __all__: a star import must not pull in matplotlib or ipywidgets.
 __all__ = ["__version__", *_EXPORTS]

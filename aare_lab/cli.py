@@ -18,7 +18,7 @@ from importlib import import_module
 from ._version import __version__
 
 COMMANDS = ("demo", "find", "compare", "dark", "stream-sim", "live", "capture",
-            "convert", "campaign")
+            "convert", "campaign", "interpolate", "gainmap")
 EXIT_BAD_INPUT = 1
 EXIT_USAGE = 2
 EXIT_TRUNCATED = 3

@@ -41,7 +41,10 @@ def _solve(jtj, jtr, lam):
     diagonal = np.arange(jtj.shape[1])
     damped[:, diagonal, diagonal] *= 1.0 + lam[:, None]
     damped[:, diagonal, diagonal] += 1e-300  # a parameter without influence stays put
-    return np.linalg.solve(damped, jtr[..., None])[..., 0]
+    try:
+        return np.linalg.solve(damped, jtr[..., None])[..., 0]
+    except np.linalg.LinAlgError:  # a pixel whose spectrum cannot fix every parameter
+        return (np.linalg.pinv(damped) @ jtr[..., None])[..., 0]
 
 
 def _fit_chunk(x, y, w, p, ratio, max_iterations, tolerance):
@@ -73,9 +76,10 @@ def _fit_chunk(x, y, w, p, ratio, max_iterations, tolerance):
     jtj = np.einsum("nmp,nm,nmq->npq", jac, w, jac)
     with np.errstate(invalid="ignore"):
         try:
-            errors = np.sqrt(np.diagonal(np.linalg.inv(jtj), axis1=1, axis2=2))
+            covariance = np.linalg.inv(jtj)
         except np.linalg.LinAlgError:
-            errors = np.full(p.shape, np.nan)
+            covariance = np.linalg.pinv(jtj)
+        errors = np.sqrt(np.diagonal(covariance, axis1=1, axis2=2))
     return p, errors, chi2, converged & (lam <= 1e12)
 
 
