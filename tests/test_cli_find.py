@@ -101,7 +101,25 @@ def test_capacity_error_exits_3(run_files, tmp_path, capsys):
                  str(folder / "frames.npy"), "--n-pedestal", "30", "--cap", "1",
                  "--on-truncation", "error", "--out", str(tmp_path / "c.nc"), "--quiet"])
     assert code == 3
-    assert "max_clusters_per_frame=1 truncated" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "max_clusters_per_frame=1 truncated" in err
+    # It says what it left: the whole run, capped, under --out.
+    assert f"{tmp_path / 'c.nc'} holds the whole run" in err
+    kept = load_result(tmp_path / "c.nc")
+    assert kept.sizes["frame"] == 12 and int(kept["n_kept"].max()) == 1
+
+
+def test_a_capped_run_says_how_many_clusters_it_kept_of_those_found(run_files, tmp_path,
+                                                                    capsys):
+    folder, _, _ = run_files
+    assert main(["find", "--dark", str(folder / "dark.npy"), "--frames",
+                 str(folder / "frames.npy"), "--n-pedestal", "30", "--cap", "2",
+                 "--out", str(tmp_path / "c.nc"), "--quiet"]) == 0
+    result = load_result(tmp_path / "c.nc")
+    found, kept = int(result["n_found"].sum()), result.sizes["cluster"]
+    assert kept < found
+    assert f"frozen: {kept} clusters kept of {found} found in 12 frames" in \
+        capsys.readouterr().out
 
 
 @pytest.mark.parametrize("args, message", [
