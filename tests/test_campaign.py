@@ -216,3 +216,11 @@ def test_a_dark_taken_with_the_beam_on_is_flagged(tmp_path):
         workers=2, processes=False, progress=False)
     assert list(result["status"].to_numpy()) == ["done", "done"], failed_runs(result)
     assert list(result["dark_ok"].to_numpy()) == [True, False]
+
+
+def test_the_inputs_reach_the_workers_as_absolute_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    campaign = Campaign(["data/a.h5:/entry/data"], SPEC, dark="darks/{run}.npy", out="out")
+    assert campaign.runs == [Run("a", f"{tmp_path}/data/a.h5:/entry/data",
+                                 f"{tmp_path}/darks/a.npy")]
+    assert campaign.task.out == str(tmp_path / "out")

@@ -17,7 +17,7 @@ from .cluster import connected, dashboard
 from .combine import combine, save_combined
 from .darks import with_darks
 from .manifest import Manifest, campaign_key, run_key
-from .runs import Run, runs_table
+from .runs import Run, absolute_run, runs_table
 from .task import Peak, RunTask, is_attempt, one_line, process_run
 
 
@@ -71,7 +71,8 @@ class Campaign:
                  peak: tuple[float, float] | None = None, lines=None,
                  finder_options: dict | None = None):
         self.spec = FinderSpec() if spec is None else spec
-        self.runs: list[Run] = with_darks(runs_table(runs), dark)
+        self.runs: list[Run] = [absolute_run(run) for run in
+                                with_darks(runs_table(runs), dark)]
         self.out = Path(out)
         bins = CampaignBins(self.spec.units, width, None if edges is None else tuple(edges))
         self.task = RunTask(self.spec, str(self.out.resolve()), bins,

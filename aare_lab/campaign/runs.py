@@ -51,6 +51,20 @@ def file_of(source: str) -> str:
     return member["file"] if member else source
 
 
+def absolute(source: str | None) -> str | None:
+    """``source`` with its file's path made absolute (workers elsewhere, in other folders,
+    read the same file)."""
+    if source is None:
+        return None
+    path = file_of(source)
+    return os.path.abspath(path) + source[len(path):]
+
+
+def absolute_run(run: Run) -> Run:
+    """``run`` with every input's path made absolute."""
+    return Run(run.name, absolute(run.frames), absolute(run.dark), absolute(run.pedestal))
+
+
 def run_name(source: str) -> str:
     """The name a run takes from its source: the file's stem, ``<prefix>_<index>`` for an
     slsDetector master file, with characters other than letters, digits, ``.``, ``_`` and
@@ -145,4 +159,4 @@ def runs_table(runs) -> list[Run]:
     return table
 
 
-__all__ = ["MASTER", "Run", "file_of", "read_table", "run_name", "runs_table", "safe_name"]
+__all__ = ["MASTER", "Run", "absolute", "absolute_run", "file_of", "read_table", "run_name", "runs_table", "safe_name"]
