@@ -82,6 +82,34 @@ def add_three_taps(vrow, tot, m):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def classify_three(above, row, below, thr, c3, codes):
+    """`classify` pixels ``1..nx-2`` of ``row`` by their 3x3 windows, all inside the frame
+    (``above``, ``below``: the rows around it); return how many store.
+
+    One pass, the window's nine taps added and compared in registers: the sum in raster
+    order from 0, as `add_three_taps` over the three rows, and the maximum of the nine,
+    which `classify` reads as the one of `window_rows`. ``codes[0]`` and ``codes[nx-1]``
+    are left as they are.
+    """
+    nx = len(row)
+    zero = c3 - c3
+    count = 0
+    a0, a1, a2 = above[:nx - 2], above[1:nx - 1], above[2:]
+    r0, r1, r2 = row[:nx - 2], row[1:nx - 1], row[2:]
+    b0, b1, b2 = below[:nx - 2], below[1:nx - 1], below[2:]
+    t_in, c_out = thr[1:nx - 1], codes[1:nx - 1]
+    for k in range(nx - 2):
+        tot = ((((((((zero + a0[k]) + a1[k]) + a2[k]) + r0[k]) + r1[k]) + r2[k]) + b0[k])
+               + b1[k]) + b2[k]
+        m = max(max(max(a0[k], a1[k]), max(a2[k], r0[k])),
+                max(max(r1[k], r2[k]), max(max(b0[k], b1[k]), b2[k])))
+        code = classify(r1[k], t_in[k], m, tot, c3)
+        c_out[k] = code
+        count += is_store(code)
+    return count
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def add_row_taps(vrow, b_lo, b_hi, tot, m):
     """Add taps ``b_lo..b_hi`` of one window row, read from ``vrow``, for every pixel."""
     nx = len(vrow)

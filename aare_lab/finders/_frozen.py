@@ -28,10 +28,19 @@ Twin: ``kernels/frozen.cu`` implements the same frame step on the GPU.
 import numpy as np
 from numba import get_num_threads, njit, prange
 
-from .._arith import row_of, thresholds_row, update_quiet_row, values_row
+from .._arith import TEST1_STORE, TEST3_STORE, row_of, thresholds_row, update_quiet_row, values_row
 from ._buffers import reserve
 from ._common_mode import corrections, estimate_parallel, frame_thresholds
-from ._decision import add_taps, add_three_taps, classify, is_store, row_max, store_window
+from ._decision import (
+    add_taps,
+    add_three_taps,
+    classify,
+    classify_three,
+    is_store,
+    row_max,
+    store_window,
+    window_taps,
+)
 from ._gain import (
     calibrate_row,
     decode_frame,
@@ -41,6 +50,10 @@ from ._gain import (
 )
 
 PARALLEL = {"cache": True, "nogil": True, "parallel": True, "error_model": "numpy"}
+LOW_BYTES = np.uint64(0x0101010101010101)
+HIGH_BITS = np.uint64(0x8080808080808080)
+TEST1_STORE_BYTES = np.uint64(int(TEST1_STORE) * 0x0101010101010101)
+TEST3_STORE_BYTES = np.uint64(int(TEST3_STORE) * 0x0101010101010101)
 
 
 @njit(**PARALLEL)
@@ -90,10 +103,11 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
     (``row_counts``) and list their columns (``stores[i, :row_counts[i]]``).
 
     The frame is cut into ``n_bands`` bands of rows, one task each, after `load_edges`.
-    A band walks its rows once: the values of row ``i + ry`` (unless an edge row), its
-    `row_max`, then row ``i``'s window maximum from the rows' maxima, its window sum
-    (`add_taps`), the decision and the push, so that each row's state is read while it is
-    in cache. The last ``2 ry + 1`` rows' maxima live in a small ring.
+    A band walks its rows once: the values of row ``i + ry`` (unless an edge row), then
+    row ``i``'s windows, decision and push, so that each row's state is read while it is
+    in cache. 3x3 windows inside the frame take `classify_three`, other 3-wide ones
+    `add_three_taps`; wider windows the maximum from the `row_max` of their rows (the
+    last ``2 ry + 1`` rows' in a small ring) and the sum from `add_taps`.
 
     With ``gs`` (the `_gain` tuple), ``frame`` holds ADC values and ``v`` keV.
     ``thresholds`` are the frame's thresholds from its frame-start state when the caller
@@ -126,30 +140,65 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
                 thr[:] = thresholds[i]
             if gs is not None:
                 kev_thresholds_row(gs[1], i, thr)
-            tot[:] = 0
-            if three:
-                m[:] = v[i]
-                for a in range(max(-ry, -i), min(ry, ny - 1 - i) + 1):
-                    add_three_taps(v[i + a], tot, m)
+            if gs is None and ry == 1 and three and 0 < i < ny - 1:
+                # 3x3 inside the frame: the window and decision in one pass; the row's two
+                # end pixels tap by tap.
+                count = classify_three(v[i - 1], v[i], v[i + 1], thr, c3, codes[i])
+                for j in (0, nx - 1):
+                    t, mm = window_taps(v, i, j, -1, 1, 1, thr[j] - thr[j], v[i, j])
+                    code = classify(v[i, j], thr[j], mm, t, c3)
+                    codes[i, j] = code
+                    count += is_store(code)
             else:
-                window_max(maxima, i, ry, ny, m)
-                for a in range(max(-ry, -i), min(ry, ny - 1 - i) + 1):
-                    add_taps(v[i + a], rx, tot)
-            count = 0
-            for j in range(nx):
-                code = classify(v[i, j], thr[j], m[j], tot[j], c3)
-                if gs is not None:
-                    code = gated(code, gs[3][i, j])
-                codes[i, j] = code
-                count += is_store(code)
+                tot[:] = 0
+                if three:
+                    m[:] = v[i]
+                    for a in range(max(-ry, -i), min(ry, ny - 1 - i) + 1):
+                        add_three_taps(v[i + a], tot, m)
+                else:
+                    window_max(maxima, i, ry, ny, m)
+                    for a in range(max(-ry, -i), min(ry, ny - 1 - i) + 1):
+                        add_taps(v[i + a], rx, tot)
+                count = 0
+                for j in range(nx):
+                    code = classify(v[i, j], thr[j], m[j], tot[j], c3)
+                    if gs is not None:
+                        code = gated(code, gs[3][i, j])
+                    codes[i, j] = code
+                    count += is_store(code)
             row_counts[i] = count
             if count > 0:
-                # The stores' columns, while the row's codes are in cache.
-                c = 0
-                for j in range(nx):
-                    stores[i, c] = j
-                    c += is_store(codes[i, j])
+                list_stores(codes[i], stores[i])
             push_row(i, codes, frame, off, s, s2, N, x, corr, gs)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def list_stores(codes, out):
+    """Write the columns of the row's stores, in order, to the start of ``out``.
+
+    Eight codes at a time: a word without a store code, the common case, is passed over
+    whole (a byte equal to TEST1_STORE or TEST3_STORE shows as a zero byte of the word
+    XORed with it).
+    """
+    words = codes[:len(codes) // 8 * 8].view(np.uint64)
+    c = 0
+    for w in range(len(words)):
+        word = words[w]
+        if has_byte(word, TEST1_STORE_BYTES) or has_byte(word, TEST3_STORE_BYTES):
+            for j in range(8 * w, 8 * w + 8):
+                out[c] = j
+                c += is_store(codes[j])
+    for j in range(8 * len(words), len(codes)):
+        out[c] = j
+        c += is_store(codes[j])
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def has_byte(word, pattern):
+    """Whether a byte of ``word`` equals that repeated in ``pattern`` (exact: a borrow
+    into a byte only follows a zero byte below it)."""
+    x = word ^ pattern
+    return ((x - LOW_BYTES) & ~x & HIGH_BITS) != 0
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
