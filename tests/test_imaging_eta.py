@@ -14,7 +14,7 @@ import xarray as xr
 
 from aare_env import aare_python
 from aare_lab.imaging import cross_eta3, eta2, eta3, full_eta2
-from aare_lab.imaging.eta import CORNERS
+from aare_lab.imaging.eta import _ARRAY_PATHS, CORNERS, _compiled
 
 RUNNER = Path(__file__).with_name("imaging_runner.py")
 AARE_VERSION = "2026.9.30"
@@ -88,6 +88,22 @@ def test_a_result_gives_dataarrays_on_its_cluster_dimension():
 def test_windows_smaller_than_3x3_are_refused():
     with pytest.raises(ValueError, match="at least 3x3"):
         eta2(np.zeros((2, 1, 3), np.int32))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("size, dtype", [(3, "int32"), (3, "float32"), (5, "float32"),
+                                         (9, "float64"), (3, "int16"), (7, "int32")])
+def test_the_array_path_for_cupy_equals_the_compiled_loops(kind, size, dtype):
+    """CuPy windows take the element-wise expressions, NumPy windows the compiled loops:
+    the same values, bit for bit (run here with NumPy as the array module)."""
+    windows = oracle_windows(np.random.default_rng(size), 800, size, dtype)
+    compiled, arrays = _compiled(kind, windows), _ARRAY_PATHS[kind](windows)
+    for ours, theirs in zip(compiled, arrays):
+        if ours is None:
+            assert theirs is None
+            continue
+        assert ours.dtype == theirs.dtype
+        np.testing.assert_array_equal(ours, theirs)
 
 
 # --- PSI aare's functions --------------------------------------------------------------------

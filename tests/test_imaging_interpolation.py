@@ -13,8 +13,10 @@ import pytest
 import xarray as xr
 
 from aare_env import aare_python
-from aare_lab.imaging.interpolation import (build_interpolation, cdf_maps, image, interpolate,
-                                            load_interpolation, save_interpolation)
+from aare_lab.imaging import ETA_FUNCTIONS
+from aare_lab.imaging.interpolation import (_place_arrays, _place_compiled, build_interpolation,
+                                            cdf_maps, image, interpolate, load_interpolation,
+                                            save_interpolation)
 
 RUNNER = Path(__file__).with_name("imaging_runner.py")
 AARE_VERSION = "2026.9.30"
@@ -72,6 +74,23 @@ def test_clusters_beyond_the_maps_get_no_position():
     assert beyond.any() and photons.attrs["outside_map"] == beyond.sum()
     assert np.isnan(photons["x"].to_numpy()[beyond]).all()
     assert np.isfinite(photons["x"].to_numpy()[~beyond]).all()
+
+
+@pytest.mark.parametrize("kind", AARE_METHODS)
+def test_the_array_path_for_cupy_equals_the_compiled_loop(kind):
+    """CuPy photons come from array expressions, NumPy photons from a compiled loop: the
+    same positions and flags, with η and energies beyond the maps among them."""
+    flat = clusters(seed=4)
+    etas = ETA_FUNCTIONS[kind](flat)
+    energy = etas["sum"].to_numpy().astype(np.float64)
+    low, high = np.percentile(etas["eta_x"], [5, 95])
+    maps = build_interpolation(flat, bins=20, energy_bins=np.percentile(energy, [0, 50, 95]),
+                               eta=kind, eta_range=(low, high))
+    compiled = _place_compiled(np, etas, energy, maps, flat)
+    arrays = _place_arrays(np, etas, energy, maps, flat)
+    assert compiled[2].any() and compiled[3].any()
+    for ours, theirs in zip(compiled, arrays):
+        np.testing.assert_array_equal(ours, theirs)
 
 
 def test_the_image_counts_every_photon_at_its_sub_pixel():

@@ -10,7 +10,9 @@ denominator leaves η at 0. With int16 windows, intermediate sums are int32 (C++
 promotion) and only the values aare stores in the window's type wrap to int16.
 
 The arrays stay NumPy or CuPy as the windows are (`cupy.get_array_module`), so a
-result whose windows are on the device gets its η there. docs/imaging.md gives the
+result whose windows are on the device gets its η there, from element-wise array
+expressions; NumPy windows take compiled loops of the same arithmetic (`_eta_loops`), which
+are several times faster on the CPU (``benchmarks/eta.py``). docs/imaging.md gives the
 definitions with a figure of the corner convention.
 """
 
@@ -22,6 +24,7 @@ import numpy as np
 import xarray as xr
 
 from ..flags import cf_flags
+from . import _eta_loops
 
 #: aare's ``corner`` codes: the 2x2 block of the central 3x3 that holds the centre and
 #: its neighbours on the lower (top = row -1) or higher (bottom = row +1) side.
@@ -55,8 +58,7 @@ def _taps(windows):
     """The central 3x3's taps d0..d8 (raster order) in the type C++ adds them in, and the
     window's type."""
     xp = array_module(windows)
-    cy, cx = windows.shape[1] // 2, windows.shape[2] // 2
-    block = windows[:, cy - 1:cy + 2, cx - 1:cx + 2]
+    block = _central(windows)
     stored = windows.dtype
     arith = xp.int32 if xp.issubdtype(stored, xp.integer) and stored.itemsize < 4 else stored
     return [block[:, i // 3, i % 3].astype(arith) for i in range(9)], stored
@@ -106,6 +108,90 @@ def _max_block(windows):
     return xp, d, corner, total
 
 
+def _array_eta2(windows):
+    xp, d, corner, total = _max_block(windows)
+    left_side, top_side = (corner % 2) == 0, corner < 2
+    left = xp.where(left_side, d[3], d[4])
+    right = xp.where(left_side, d[4], d[5])
+    above = xp.where(top_side, d[1], d[4])
+    below = xp.where(top_side, d[4], d[7])
+    return _ratio(xp, right, right + left), _ratio(xp, below, below + above), total, corner
+
+
+def _array_full_eta2(windows):
+    xp, d, corner, total = _max_block(windows)
+    left_side, top_side = (corner % 2) == 0, corner < 2
+    # The block's right column and bottom row, each a pair of taps.
+    right = xp.where(top_side, xp.where(left_side, d[4] + d[1], d[5] + d[2]),
+                     xp.where(left_side, d[4] + d[7], d[5] + d[8]))
+    bottom = xp.where(top_side, xp.where(left_side, d[3] + d[4], d[4] + d[5]),
+                      xp.where(left_side, d[7] + d[6], d[7] + d[8]))
+    return _ratio(xp, right, total), _ratio(xp, bottom, total), total, corner
+
+
+def _array_eta3(windows):
+    xp = array_module(windows)
+    d, stored = _taps(windows)
+    total = _sequential_sum(xp, d, stored)
+    columns = [(d[0] + d[3] + d[6]).astype(stored), (d[2] + d[5] + d[8]).astype(stored)]
+    rows = [(d[0] + d[1] + d[2]).astype(stored), (d[6] + d[7] + d[8]).astype(stored)]
+    arith = d[0].dtype
+    eta_x = _ratio(xp, -columns[0].astype(arith) + columns[1].astype(arith), total)
+    eta_y = _ratio(xp, -rows[0].astype(arith) + rows[1].astype(arith), total)
+    return eta_x, eta_y, total, None
+
+
+def _array_cross_eta3(windows):
+    xp = array_module(windows)
+    d, stored = _taps(windows)
+    total = _sequential_sum(xp, d, stored)
+    eta_x = _ratio(xp, -d[3] + d[5], d[3] + d[4] + d[5])
+    eta_y = _ratio(xp, -d[1] + d[7], d[1] + d[4] + d[7])
+    return eta_x, eta_y, total, None
+
+
+def _central(windows) -> np.ndarray:
+    cy, cx = windows.shape[1] // 2, windows.shape[2] // 2
+    return windows[:, cy - 1:cy + 2, cx - 1:cx + 2]
+
+
+def _compiled(kind: str, windows: np.ndarray):
+    """`_eta_loops` on NumPy windows: the `_array_*` results, computed per cluster."""
+    taps = _central(windows)
+    n = len(windows)
+    eta_x, eta_y = np.empty(n), np.empty(n)
+    total = np.empty(n, windows.dtype)
+    corner = None
+    if kind in ("eta2", "full_eta2"):
+        corner = np.empty(n, np.int8)
+        generic = tuple(windows.shape[1:]) in AARE_GENERIC_SIZES
+        _eta_loops.max_blocks(taps, generic, np.empty(4, windows.dtype), corner, total)
+        if kind == "eta2":
+            _eta_loops.eta2(taps, corner, eta_x, eta_y)
+        else:
+            _eta_loops.full_eta2(taps, corner, total, eta_x, eta_y)
+    else:
+        _eta_loops.sequential_sums(taps, total)
+        if kind == "eta3":
+            _eta_loops.eta3(taps, total, np.empty(2, windows.dtype), eta_x, eta_y)
+        else:
+            _eta_loops.cross_eta3(taps, eta_x, eta_y)
+    return eta_x, eta_y, total, corner
+
+
+_ARRAY_PATHS = {"eta2": _array_eta2, "full_eta2": _array_full_eta2, "eta3": _array_eta3,
+                "cross_eta3": _array_cross_eta3}
+
+
+def _eta(kind: str, source) -> xr.Dataset:
+    windows = _windows(source)
+    if array_module(windows) is np:
+        values = _compiled(kind, windows)
+    else:
+        values = _ARRAY_PATHS[kind](windows)
+    return _result(kind, *values)
+
+
 def eta2(source) -> xr.Dataset:
     """η2: within the 2x2 block of largest sum, the share of its right column in the
     centre row and of its bottom row in the centre column (aare ``calculate_eta2``).
@@ -126,14 +212,7 @@ def eta2(source) -> xr.Dataset:
     >>> float(eta2(w)["eta_x"][0]), int(eta2(w)["corner"][0])
     (0.4, 1)
     """
-    xp, d, corner, total = _max_block(_windows(source))
-    left_side, top_side = (corner % 2) == 0, corner < 2
-    left = xp.where(left_side, d[3], d[4])
-    right = xp.where(left_side, d[4], d[5])
-    above = xp.where(top_side, d[1], d[4])
-    below = xp.where(top_side, d[4], d[7])
-    return _result("eta2", _ratio(xp, right, right + left), _ratio(xp, below, below + above),
-                   total, corner)
+    return _eta("eta2", source)
 
 
 def full_eta2(source) -> xr.Dataset:
@@ -146,15 +225,7 @@ def full_eta2(source) -> xr.Dataset:
     >>> float(full_eta2(w)["eta_x"][0]), float(full_eta2(w)["eta_y"][0])
     (0.4, 0.2)
     """
-    xp, d, corner, total = _max_block(_windows(source))
-    left_side, top_side = (corner % 2) == 0, corner < 2
-    # The block's right column and bottom row, each a pair of taps.
-    right = xp.where(top_side, xp.where(left_side, d[4] + d[1], d[5] + d[2]),
-                     xp.where(left_side, d[4] + d[7], d[5] + d[8]))
-    bottom = xp.where(top_side, xp.where(left_side, d[3] + d[4], d[4] + d[5]),
-                      xp.where(left_side, d[7] + d[6], d[7] + d[8]))
-    return _result("full_eta2", _ratio(xp, right, total), _ratio(xp, bottom, total), total,
-                   corner)
+    return _eta("full_eta2", source)
 
 
 def eta3(source) -> xr.Dataset:
@@ -167,16 +238,7 @@ def eta3(source) -> xr.Dataset:
     >>> float(eta3(w)["eta_x"][0]), float(eta3(w)["eta_y"][0])
     (0.2, 0.0)
     """
-    windows = _windows(source)
-    xp = array_module(windows)
-    d, stored = _taps(windows)
-    total = _sequential_sum(xp, d, stored)
-    columns = [(d[0] + d[3] + d[6]).astype(stored), (d[2] + d[5] + d[8]).astype(stored)]
-    rows = [(d[0] + d[1] + d[2]).astype(stored), (d[6] + d[7] + d[8]).astype(stored)]
-    arith = d[0].dtype
-    eta_x = _ratio(xp, -columns[0].astype(arith) + columns[1].astype(arith), total)
-    eta_y = _ratio(xp, -rows[0].astype(arith) + rows[1].astype(arith), total)
-    return _result("eta3", eta_x, eta_y, total)
+    return _eta("eta3", source)
 
 
 def cross_eta3(source) -> xr.Dataset:
@@ -189,13 +251,7 @@ def cross_eta3(source) -> xr.Dataset:
     >>> float(cross_eta3(w)["eta_x"][0]), float(cross_eta3(w)["eta_y"][0])
     (0.2, 0.0)
     """
-    windows = _windows(source)
-    xp = array_module(windows)
-    d, stored = _taps(windows)
-    total = _sequential_sum(xp, d, stored)
-    eta_x = _ratio(xp, -d[3] + d[5], d[3] + d[4] + d[5])
-    eta_y = _ratio(xp, -d[1] + d[7], d[1] + d[4] + d[7])
-    return _result("cross_eta3", eta_x, eta_y, total)
+    return _eta("cross_eta3", source)
 
 
 #: The η kinds by name, as `aare_lab.imaging.interpolation` and the CLI take them.

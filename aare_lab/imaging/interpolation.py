@@ -36,6 +36,7 @@ import numpy as np
 import xarray as xr
 
 from ..results import read_netcdf, write_netcdf
+from . import _lookup_loops
 from .eta import ETA_FUNCTIONS, array_module
 
 #: The attribute (name, version) every interpolation file carries.
@@ -203,6 +204,47 @@ def _bin_index(xp, edges, values):
     return xp.searchsorted(edges[1:], values, side="left")
 
 
+def _map_arrays(xp, maps):
+    return ([xp.asarray(maps[name].to_numpy()) for name in
+             ("eta_x_edges", "eta_y_edges", "energy_edges")],
+            [xp.asarray(maps[name].to_numpy()) for name in ("ietax", "ietay")])
+
+
+def _place_arrays(xp, etas, energy, maps, result):
+    """Positions by array expressions (CuPy): x, y, beyond the energies, η clamped."""
+    edges, (ietax, ietay) = _map_arrays(xp, maps)
+    ix = _bin_index(xp, edges[0], etas["eta_x"].data)
+    iy = _bin_index(xp, edges[1], etas["eta_y"].data)
+    ie = _bin_index(xp, edges[2], energy)
+    inside = ie < len(edges[2]) - 1
+    clamped = ((ix == len(edges[0]) - 1) | (iy == len(edges[1]) - 1)) & inside
+    at = (xp.minimum(ix, len(edges[0]) - 2), xp.minimum(iy, len(edges[1]) - 2),
+          xp.where(inside, ie, 0))
+    ux, uy = ietax[at], ietay[at]
+    column = xp.asarray(result["x"].data).astype(xp.float64)
+    row = xp.asarray(result["y"].data).astype(xp.float64)
+    if "corner" in etas:
+        corner = etas["corner"].data
+        x = column + 0.5 + ux + xp.where(corner % 2 == 0, -1.0, 0.0)
+        y = row + 0.5 + uy + xp.where(corner < 2, -1.0, 0.0)
+    else:
+        x, y = column + ux, row + uy
+    nan = xp.float64(np.nan)
+    return xp.where(inside, x, nan), xp.where(inside, y, nan), ~inside, clamped
+
+
+def _place_compiled(xp, etas, energy, maps, result):
+    """`_place_arrays` by a compiled loop (NumPy)."""
+    edges, (ietax, ietay) = _map_arrays(np, maps)
+    n = len(energy)
+    x, y, flags = np.empty(n), np.empty(n), np.empty(n, np.uint8)
+    corner = etas["corner"].to_numpy() if "corner" in etas else np.empty(0, np.int8)
+    _lookup_loops.place(etas["eta_x"].to_numpy(), etas["eta_y"].to_numpy(), energy, corner,
+                        result["x"].to_numpy(), result["y"].to_numpy(), *edges, ietax, ietay,
+                        x, y, flags)
+    return x, y, flags == 1, flags == 2
+
+
 def interpolate(result: xr.Dataset, maps: xr.Dataset) -> xr.Dataset:
     """Sub-pixel photon positions of a result's clusters through maps of the same η kind.
 
@@ -223,35 +265,14 @@ def interpolate(result: xr.Dataset, maps: xr.Dataset) -> xr.Dataset:
     kind = maps.attrs["eta"]
     etas = _etas(result, kind)
     xp = array_module(etas["eta_x"].data)
-    edges = [xp.asarray(maps[name].to_numpy()) for name in
-             ("eta_x_edges", "eta_y_edges", "energy_edges")]
     energy = etas["sum"].data.astype(xp.float64)
-    ix = _bin_index(xp, edges[0], etas["eta_x"].data)
-    iy = _bin_index(xp, edges[1], etas["eta_y"].data)
-    ie = _bin_index(xp, edges[2], energy)
-    clamped = (ix == len(edges[0]) - 1) | (iy == len(edges[1]) - 1)
-    inside = ie < len(edges[2]) - 1
-    ietax, ietay = (xp.asarray(maps[name].to_numpy()) for name in ("ietax", "ietay"))
-    at = (xp.minimum(ix, len(edges[0]) - 2), xp.minimum(iy, len(edges[1]) - 2),
-          xp.where(inside, ie, 0))
-    ux, uy = ietax[at], ietay[at]
-    column = xp.asarray(result["x"].data).astype(xp.float64)
-    row = xp.asarray(result["y"].data).astype(xp.float64)
-    if "corner" in etas:
-        corner = etas["corner"].data
-        x = column + 0.5 + ux + xp.where(corner % 2 == 0, -1.0, 0.0)
-        y = row + 0.5 + uy + xp.where(corner < 2, -1.0, 0.0)
-    else:
-        x, y = column + ux, row + uy
-    nan = xp.float64(np.nan)
-    attrs = {"eta": kind, "outside_map": int((~inside).sum()),
-             "eta_clamped": int((clamped & inside).sum()),
+    place = _place_compiled if xp is np else _place_arrays
+    x, y, beyond, clamped = place(xp, etas, energy, maps, result)
+    attrs = {"eta": kind, "outside_map": int(beyond.sum()), "eta_clamped": int(clamped.sum()),
              "frame_shape": np.asarray(result.attrs.get("frame_shape", (0, 0)), np.int64)}
     return xr.Dataset(
-        {"x": ("cluster", xp.where(inside, x, nan),
-               {"long_name": "interpolated column", "units": "pixel"}),
-         "y": ("cluster", xp.where(inside, y, nan),
-               {"long_name": "interpolated row", "units": "pixel"}),
+        {"x": ("cluster", x, {"long_name": "interpolated column", "units": "pixel"}),
+         "y": ("cluster", y, {"long_name": "interpolated row", "units": "pixel"}),
          "energy": ("cluster", energy, {"long_name": f"{kind} sum",
                                         "units": result["energy"].attrs.get("units", "ADU")
                                         if "energy" in result else "ADU"}),
