@@ -169,6 +169,7 @@ def run(args, shape, folder: Path) -> dict:
     gpu = args.mode == "gpu"
     if not gpu:
         one_thread_each()
+    load_before = os.getloadavg()
     spec = FinderSpec("cuda" if gpu else "serial", n_pedestal=args.n_pedestal)
     paths = write_runs(folder, args.runs, args.frames, shape, args.photons, args.n_pedestal,
                        args.unique)
@@ -209,7 +210,9 @@ def run(args, shape, folder: Path) -> dict:
                     for name, values in summary.items()))
     return {
         "benchmark": "campaign", "mode": args.mode, "commit": git_commit(HERE.parent),
-        "host": {"cpu": cpu_name(), "cores": os.cpu_count(), "platform": platform.platform()},
+        "host": {"cpu": cpu_name(), "cores": os.cpu_count(), "platform": platform.platform(),
+                 # Other work on the host: the workers' task seconds grow with it.
+                 "load_average_before": load_before, "load_average_after": os.getloadavg()},
         "versions": {"aare_lab": aare_lab.__version__, "python": platform.python_version(),
                      "numpy": np.__version__,
                      "dask": __import__("dask").__version__,
