@@ -9,6 +9,8 @@ every pushed value moves the state by an exponential moving average over ``n_ped
 
 from __future__ import annotations
 
+import json
+
 import os
 from dataclasses import asdict, fields
 from os import PathLike
@@ -22,6 +24,7 @@ from .checks import positive_int
 from .dark_photons import DarkPhotons
 from .frames import as_frame_stack
 from .sources import FrameSource, open_source
+from .sources.files import input_record
 
 #: Dark frames read from a source at a time.
 DARK_CHUNK = 100
@@ -67,6 +70,10 @@ class Pedestal:
         What `aare_lab.train_pedestal` found checking its dark frames for photon hits
         (`aare_lab.dark_photons.DarkPhotons`), kept by `save` and `load`; None for dark
         frames pushed otherwise, or too few to check.
+    inputs
+        The files it came from, by role: ``dark`` (the dark frames' file, trained on by
+        `push_dark` or `aare_lab.train_pedestal`) and, once loaded, ``pedestal`` (its file),
+        each as `aare_lab.sources.files.input_record` gives it; results record them.
 
     Examples
     --------
@@ -99,6 +106,7 @@ class Pedestal:
         self.rms_fixed = np.zeros((0, 0), self.dtype)
         self._row = np.empty(shape[1], self.dtype)
         self.dark_photons = None
+        self.inputs: dict[str, dict] = {}
 
     # ------------------------------------------------------------------ state
     @property
@@ -161,6 +169,7 @@ class Pedestal:
         new = Pedestal(self.frame_shape, self.n_pedestal, self.dtype.name, self.noise)
         new.n_frames = self.n_frames
         new.dark_photons = self.dark_photons
+        new.inputs = dict(self.inputs)
         new._sum, new._sum2 = self._sum.copy(), self._sum2.copy()
         if self.ready:
             new.off, new.s, new.s2 = self.off.copy(), self.s.copy(), self.s2.copy()
@@ -192,6 +201,7 @@ class Pedestal:
         """
         if isinstance(frames, (FrameSource, str, PathLike)):
             source = open_source(frames)
+            self.record_dark(source)
             if tuple(source.frame_shape) != self.frame_shape:
                 raise ValueError(
                     f"the dark frames of {source.describe()} are "
@@ -207,6 +217,11 @@ class Pedestal:
             else:
                 self._train(frame)
             self.n_frames += 1
+
+    def record_dark(self, source: FrameSource) -> None:
+        """Note the file of the first dark frames pushed from a file (`inputs`)."""
+        if source.origin is not None and "dark" not in self.inputs:
+            self.inputs["dark"] = input_record(source.origin)
 
     def _train(self, frame: np.ndarray) -> None:
         x = frame.astype(np.float64)
@@ -268,6 +283,9 @@ class Pedestal:
         if self.dark_photons is not None:
             attrs.update({f"{PHOTONS_PREFIX}{name}": value
                           for name, value in asdict(self.dark_photons).items()})
+        inputs = {role: record for role, record in self.inputs.items() if role != "pedestal"}
+        if inputs:
+            attrs["inputs"] = json.dumps(inputs, sort_keys=True)
         write_netcdf(xr.Dataset(data, attrs=attrs), path)
 
     @classmethod
@@ -291,6 +309,7 @@ class Pedestal:
             ped = cls(tuple(a["frame_shape"]), int(a["n_pedestal"]), str(a["dtype"]),
                       str(a["noise"]))
             ped.n_frames = int(a["n_frames"])
+            ped.inputs = {**json.loads(a.get("inputs", "{}")), "pedestal": input_record(path)}
             # Own, writable, C-ordered copies: the compiled updates write into them.
             ped._sum, ped._sum2 = (np.array(ds[name], np.float64, order="C")
                                    for name in ("sum", "sum2"))

@@ -99,6 +99,7 @@ def train_pedestal(dark, n_pedestal: int = 1000, *, dtype: str = "float64",
             f"{option}={n_pedestal} needed (record more dark frames or lower {option})"
         )
     pedestal = Pedestal(source.frame_shape, n_pedestal, dtype, noise)
+    pedestal.record_dark(source)
     checks = DarkChecks(source, g0_only, source.n_frames)
     with tqdm(total=source.n_frames, unit="frame", desc="pedestal", disable=not progress) as bar:
         for chunk in source.chunks(DARK_CHUNK):

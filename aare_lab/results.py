@@ -28,6 +28,9 @@ them):
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+
 import os
 from typing import TYPE_CHECKING
 
@@ -63,7 +66,8 @@ def make_result(*, spec: FinderSpec, frame_shape: tuple[int, int], frame_numbers
                 n_flagged: np.ndarray | None = None,
                 dark: DarkQuality | None = None,
                 energy: np.ndarray | None = None,
-                n_window_clipped: np.ndarray | None = None) -> xr.Dataset:
+                n_window_clipped: np.ndarray | None = None,
+                inputs: Mapping[str, dict] | None = None) -> xr.Dataset:
     """Assemble a finder run into the result Dataset and stamp its provenance.
 
     Parameters
@@ -87,6 +91,10 @@ def make_result(*, spec: FinderSpec, frame_shape: tuple[int, int], frame_numbers
     dark
         What the pedestal's dark frames mean for false clusters: its
         `aare_lab.dark_quality.DarkQuality.attrs` (``dark_frames``...) are stamped too.
+    inputs
+        The run's input files by role (``frames``, ``dark``, ``pedestal``), each as
+        `aare_lab.sources.files.input_record` gives it: stamped as the JSON attribute
+        ``inputs`` (none for frames from memory).
     energy
         `window_energies` of ``windows``, when the caller has them already.
     n_window_clipped
@@ -140,6 +148,7 @@ def make_result(*, spec: FinderSpec, frame_shape: tuple[int, int], frame_numbers
             "frame_shape": np.asarray(frame_shape, np.int64),
             "aare_lab_version": __version__,
             **({} if dark is None else dark.attrs),
+            **({"inputs": json.dumps(dict(inputs), sort_keys=True)} if inputs else {}),
         },
     )
     if spec.common_mode is not None:

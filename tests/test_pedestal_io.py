@@ -1,5 +1,7 @@
 """Saving and loading a pedestal: a loaded one goes on bit for bit as the original would."""
 
+import json
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -38,6 +40,8 @@ def test_a_loaded_pedestal_finds_the_same_clusters(run, tmp_path, dtype, noise, 
     a = spec.make_finder(original).find(run.frames, progress=False)
     b = spec.make_finder(loaded).find(run.frames, progress=False)
     assert a.sizes["cluster"] > 0
+    # The loaded one's result names its file among the inputs; all else is the same.
+    assert json.loads(b.attrs.pop("inputs"))["pedestal"]["source"] == str(tmp_path / "pedestal.nc")
     xr.testing.assert_identical(a, b)
     # Both pedestals were advanced through the same frames the same way.
     for key, value in original.state().items():
@@ -120,7 +124,11 @@ def test_find_saves_a_pedestal_that_a_later_find_takes(run, tmp_path, capsys):
     assert first.sizes["cluster"] > 0
     xr.testing.assert_identical(load_result(tmp_path / "b.nc").drop_attrs(),
                                 first.drop_attrs())
-    xr.testing.assert_identical(load_result(tmp_path / "c.nc"), first)
+    later = load_result(tmp_path / "c.nc")
+    # The later run names the pedestal file besides the dark frames it was trained on.
+    inputs, first_inputs = (json.loads(ds.attrs.pop("inputs")) for ds in (later, first))
+    assert inputs["dark"] == first_inputs["dark"] and "pedestal" in inputs
+    xr.testing.assert_identical(later, first)
     # The saved state is the trained one, before the data frames moved it.
     np.testing.assert_array_equal(Pedestal.load(tmp_path / "ped.nc").state()["s"],
                                   trained(run, "float64", "fixed").state()["s"])

@@ -5,6 +5,7 @@ The file a run writes as it goes must equal the in-memory result; an interrupted
 leave a readable file of whole chunks that says it is incomplete.
 """
 
+import json
 import subprocess
 import sys
 import threading
@@ -194,7 +195,9 @@ def test_cli_writes_the_result_as_it_goes(run, tmp_path, capsys):
                  "--out", str(out), "--quiet"])
     assert code == 0
     want = finder(run, "frozen").find(frames, progress=False)
-    xr.testing.assert_identical(load_result(out), want)
+    written = load_result(out)
+    assert set(json.loads(written.attrs.pop("inputs"))) == {"dark", "frames"}
+    xr.testing.assert_identical(written, want)
     assert f"{want.sizes['cluster']} clusters in {len(frames)} frames" in capsys.readouterr().out
     with h5netcdf.File(out, "r") as f:
         assert f.dimensions["cluster"].isunlimited() and f.attrs["complete"] == 1

@@ -3,28 +3,12 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
 from ..destination import partial_path
+from ..sources.files import file_of
 from .options import UsageError
-
-#: ``file.h5:/dataset``, ``file.npz:member``: the file part of a source spec.
-_MEMBER = re.compile(r"(?P<file>.*?\.(?:h5|hdf5|nxs|npz)):.*", re.IGNORECASE)
-
-
-def file_of(spec: str | os.PathLike) -> Path:
-    """The file a source spec names (without its ``:dataset`` or ``:member``).
-
-    Examples
-    --------
-    >>> file_of("run.h5:/entry/data").name, file_of("dark.npy").name
-    ('run.h5', 'dark.npy')
-    """
-    text = os.fspath(spec)
-    match = None if os.path.exists(text) else _MEMBER.fullmatch(text)
-    return Path(match["file"] if match else text)
 
 
 def same_file(a: Path, b: Path) -> bool:
@@ -51,7 +35,8 @@ def check_outputs(outputs: Mapping[str, os.PathLike | None],
     UsageError
         Naming both options and the file.
     """
-    given_inputs = {option: file_of(spec) for option, spec in inputs.items() if spec is not None}
+    given_inputs = {option: Path(file_of(spec)) for option, spec in inputs.items()
+                    if spec is not None}
     seen: dict[str, Path] = {}
     for option, path in outputs.items():
         if path is None:
@@ -69,4 +54,4 @@ def check_outputs(outputs: Mapping[str, os.PathLike | None],
         seen[option] = path
 
 
-__all__ = ["check_outputs", "file_of", "same_file"]
+__all__ = ["check_outputs", "same_file"]

@@ -30,6 +30,7 @@ from ..pedestal import Pedestal
 from ..result_store import open_result
 from ..results import make_result
 from ..sources import FrameSource, open_source
+from ..sources.files import input_record
 from ..spec import RECONFIGURABLE, FinderSpec
 from ._assembly import FileSink, MemorySink, RunTally
 from ._common_mode import ROWS_PER_TASK
@@ -302,7 +303,7 @@ class Finder(ABC):
         source = self._checked_source(frames, frame_numbers)
         self._restart_gain_bits()
         dark = assess_dark(self.pedestal, self.spec.n_sigma)
-        make = self._result_maker(dark)
+        make = self._result_maker(dark, source)
         self._prepare()
         # Ctrl-C is taken between chunks only: raised inside one, it would unwind while
         # worker threads still fill the result's buffers, or half-way through a write.
@@ -478,10 +479,15 @@ class Finder(ABC):
             interrupt.check()
         return tally
 
-    def _result_maker(self, dark):
-        """`make_result` with this run's parameters bound: it takes the batch fields."""
+    def _result_maker(self, dark, source: FrameSource | None = None):
+        """`make_result` with this run's parameters bound, and its inputs (the pedestal's
+        and, from a file, the frames'): it takes the batch fields."""
+        inputs = dict(self.pedestal.inputs)
+        if source is not None and source.origin is not None:
+            inputs["frames"] = input_record(source.origin)
         return functools.partial(make_result, spec=self.spec,
-                                 frame_shape=self.pedestal.frame_shape, dark=dark)
+                                 frame_shape=self.pedestal.frame_shape, dark=dark,
+                                 inputs=inputs)
 
     def _report(self, ds: xr.Dataset, tally: RunTally, dark, what: str,
                 warn: bool = True) -> xr.Dataset:

@@ -97,6 +97,12 @@ def open_source(spec, *, key: str | None = None, frame_numbers=None) -> FrameSou
         raise TypeError(f"cannot read frames from {type(spec).__name__}; give {SUPPORTED}")
 
     text = fspath(spec)
+    source = _open_file(text, key, frame_numbers)
+    source.origin = text
+    return source
+
+
+def _open_file(text: str, key, frame_numbers) -> FrameSource:
     lower = text.lower()
     if lower.endswith(".npy"):
         _refuse_options(text, key=key)

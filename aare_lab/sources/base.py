@@ -53,11 +53,15 @@ class FrameSource(ABC):
         Number of frames, or None for an endless stream.
     has_frame_numbers
         Whether the numbers come with the data rather than from frame positions.
+    origin
+        The file spec the frames were opened from (`aare_lab.sources.open_source`), which
+        results record with its files' fingerprints; None for frames from memory.
     """
 
     frame_shape: tuple[int, int]
     n_frames: int | None
     has_frame_numbers: bool
+    origin: str | None = None
 
     @abstractmethod
     def describe(self) -> str:
@@ -167,6 +171,7 @@ class SourceView(FrameSource):
         self.n_frames = n_frames
         self.frame_shape = base.frame_shape
         self.has_frame_numbers = base.has_frame_numbers
+        self.origin = base.origin
 
     def describe(self) -> str:
         return f"frames {self.offset}:{self.offset + self.n_frames} of {self.base.describe()}"
