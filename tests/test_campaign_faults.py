@@ -19,6 +19,7 @@ distributed = pytest.importorskip("distributed",
 
 from aare_lab.campaign import Campaign
 from aare_lab.campaign.manifest import MANIFEST, RUN_FILE
+from aare_lab.campaign.task import PEDESTAL
 from campaign_helpers import SPEC, assert_run_equals, serial_loop, write_runs
 from cli_process import CliProcess
 
@@ -27,9 +28,10 @@ N_FRAMES, SHAPE, CHUNK = 600, (96, 96), 8
 
 
 def _partial_attempt(out: Path) -> str | None:
-    """The run whose attempt is finding frames now (its partial clusters file exists)."""
+    """The run whose attempt is finding frames now: its pedestal is saved (just before
+    the find starts) and its row not yet written."""
     for folder in out.glob(".*.attempt-*"):
-        if any(folder.glob("clusters.partial.nc")):
+        if (folder / PEDESTAL).exists() and not (folder / RUN_FILE).exists():
             return folder.name[1:].split(".attempt-")[0]
     return None
 
