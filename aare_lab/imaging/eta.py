@@ -60,7 +60,7 @@ def _taps(windows):
     xp = array_module(windows)
     block = _central(windows)
     stored = windows.dtype
-    arith = xp.int32 if xp.issubdtype(stored, xp.integer) and stored.itemsize < 4 else stored
+    arith = xp.int32 if np.issubdtype(stored, np.integer) and stored.itemsize < 4 else stored
     return [block[:, i // 3, i % 3].astype(arith) for i in range(9)], stored
 
 
