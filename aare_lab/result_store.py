@@ -34,7 +34,7 @@ import threading
 import time
 import warnings
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Self
 
@@ -46,7 +46,7 @@ import xarray as xr
 from . import chunk_codec
 from .atomic import fsync_path
 from .destination import Destination, claim, free_bytes, human_bytes, partial_path
-from .parallel import parallel_ranges, pool_threads
+from .parallel import pool_threads
 from .results import NETCDF_ENGINE
 
 #: The dimensions that grow as chunks are written.
@@ -124,7 +124,7 @@ class _Column:
         #: Chunk buffers whose contents reached the file (encoded, or written raw): reused,
         #: since fresh memory costs a page fault per page at first touch.
         self.free: collections.deque[np.ndarray] = collections.deque()
-        self.staged = self.spare()
+        self.staged = self._new_chunk()
         self.n_staged = 0
         #: The index of the chunk being filled; those before it are whole and handed off.
         self.chunk = 0
@@ -135,8 +135,7 @@ class _Column:
         #: of it wrote, so it is never written again and the file keeps the rows before it.
         self.broken: int | None = None
 
-    def spare(self) -> np.ndarray:
-        """A chunk buffer: one whose contents reached the file, or a new one."""
+    def _new_chunk(self) -> np.ndarray:
         try:
             return self.free.pop()
         except IndexError:
@@ -160,7 +159,7 @@ class _Column:
     def take_full(self) -> tuple[int, np.ndarray]:
         """The filled chunk, handed off; a new one is started."""
         full = self.chunk, self.staged
-        self.staged, self.n_staged, self.chunk = self.spare(), 0, self.chunk + 1
+        self.staged, self.n_staged, self.chunk = self._new_chunk(), 0, self.chunk + 1
         self.tail_written = 0
         return full
 
@@ -331,16 +330,13 @@ class ResultWriter:
             if not np.can_cast(data.dtype, column.dtype, "same_kind"):
                 raise TypeError(f"{name} is {data.dtype}, the file's is {column.dtype}")
         t0 = time.perf_counter()
-        whole: list[tuple[_Column, int, np.ndarray, np.ndarray]] = []
+        direct: list[Future] = []
         for name, data in arrays.items():
-            self._stage(self._columns[name], data, whole)
+            self._stage(self._columns[name], data, direct)
             self._raw_appended += data.nbytes
-        # The whole chunks in the caller's arrays, copied on a few threads into buffers of
-        # the writer's own (pages already mapped), then encoded while the caller goes on.
-        parallel_ranges(lambda a, b: [np.copyto(dst, src) for _, _, src, dst in whole[a:b]],
-                        len(whole), sum(src.nbytes for _, _, src, _ in whole))
-        for column, chunk, _, buffer in whole:
-            self._submit(column, chunk, buffer)
+        # Whole chunks were encoded straight from the caller's arrays: done before the
+        # caller may reuse them.
+        wait(direct)
         self.seconds["appending (the caller's thread)"] += time.perf_counter() - t0
         for dim, n in rows.items():
             self._sizes[dim] += n
@@ -349,17 +345,17 @@ class ResultWriter:
         if time.monotonic() - self._last_checkpoint > CHECKPOINT_SECONDS:
             self.checkpoint()
 
-    def _stage(self, column: _Column, data: np.ndarray, whole: list) -> None:
-        """Copy ``data`` into the column's chunks, handing off each one filled; the whole
-        chunks that lie in ``data`` are left to the caller to copy and hand off (``whole``:
-        column, chunk, source rows, buffer)."""
+    def _stage(self, column: _Column, data: np.ndarray, direct: list[Future]) -> None:
+        """Copy ``data`` into the column's chunks, handing off each one filled; compressed,
+        the whole chunks that lie in ``data`` are encoded from it, uncopied (their encodings
+        join ``direct``)."""
         done = 0
         rows = column.chunk_rows
         while done < len(data):
-            if not column.n_staged and len(data) - done >= rows:
+            if self._compressed and not column.n_staged and len(data) - done >= rows:
                 chunk = column.skip()
                 self._grow(column.dim, (chunk + 1) * rows)
-                whole.append((column, chunk, data[done:done + rows], column.spare()))
+                direct.append(self._submit(column, chunk, data[done:done + rows], owned=False))
                 done += rows
                 continue
             take = min(column.chunk_rows - column.n_staged, len(data) - done)
@@ -380,10 +376,12 @@ class ResultWriter:
             self._file.resize_dimension(dim, grown)
             self._extent[dim] = grown
 
-    def _submit(self, column: _Column, chunk: int, buffer: np.ndarray, tail: int = 0) -> None:
-        """Encode (on the pool) and write (on the writer's thread) one chunk; a whole
-        chunk's buffer goes back to the column once it is no longer read."""
-        reuse = not tail
+    def _submit(self, column: _Column, chunk: int, buffer: np.ndarray, tail: int = 0,
+                owned: bool = True) -> Future | None:
+        """Encode (on the pool) and write (on the writer's thread) one chunk; ``owned``
+        buffers go back to the column once they are no longer read. Returns the encoding's
+        future (None uncompressed)."""
+        reuse = owned and not tail
         encoded = self._encoders.submit(self._encode, column, buffer, reuse) \
             if self._compressed else None
         self._pending.append(self._writer.submit(self._write_chunk, column, chunk, buffer,
@@ -393,6 +391,7 @@ class ResultWriter:
             while len(self._pending) > self._max_pending:
                 self._settle(self._pending.popleft())
             self.seconds["waiting for the writer"] += time.perf_counter() - t0
+        return encoded
 
     def _count(self, what: str, t0: float) -> None:
         with self._clock:
