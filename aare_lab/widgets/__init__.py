@@ -14,6 +14,7 @@ _EXPORTS = {
     "MismatchBrowser": "mismatch_browser",
     "BranchInspector": "branch_inspector",
     "CapTuner": "cap_tuner",
+    "GainMapViewer": "gain_map_viewer",
 }
 
 __all__ = list(_EXPORTS)
