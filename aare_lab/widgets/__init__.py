@@ -15,6 +15,7 @@ _EXPORTS = {
     "BranchInspector": "branch_inspector",
     "CapTuner": "cap_tuner",
     "GainMapViewer": "gain_map_viewer",
+    "InterpolationViewer": "interpolation_viewer",
 }
 
 __all__ = list(_EXPORTS)
