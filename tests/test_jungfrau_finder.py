@@ -345,7 +345,8 @@ def test_find_clusters_and_the_cli_take_a_calibration(run, results, tmp_path, ca
     assert cli["window"].dtype == np.float32 and cli["energy"].attrs["units"] == "keV"
     np.testing.assert_array_equal(cli["window"], expected["window"].astype(np.float32))
     assert main(["find", "--dark", str(dark_path), "--frames", str(frames_path),
-                 "--calibration", str(tmp_path / "missing.nc"), "--out", str(out)]) == 1
+                 "--calibration", str(tmp_path / "missing.nc"),
+                 "--out", str(tmp_path / "other.nc")]) == 1
     assert "missing.nc" in capsys.readouterr().err
 
 
