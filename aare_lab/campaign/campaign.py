@@ -131,18 +131,19 @@ class Campaign:
         if len(todo) < len(self.runs):
             say(f"{len(self.runs) - len(todo)} of {len(self.runs)} runs finished before: kept")
         self._remove_attempts()
+        spectra: dict[str, xr.DataArray] = {}
         if todo:
             with connected(client, workers=workers, gpus=gpus, processes=processes) as c:
                 say(dashboard(c))
-                self._submit(c, todo, keys, manifest, progress)
+                self._submit(c, todo, keys, manifest, spectra, progress)
         self._remove_attempts()
         rows = {name: manifest.runs.get(name) for name in keys}
-        campaign = combine(self.runs, rows, self.task)
+        campaign = combine(self.runs, rows, self.task, spectra)
         save_combined(campaign, self.out)
         return campaign
 
     def _submit(self, client, todo: list[Run], keys: dict, manifest: Manifest,
-                progress: bool) -> None:
+                spectra: dict, progress: bool) -> None:
         from distributed import as_completed
 
         futures = {client.submit(process_run, run, keys[run.name], self.task, pure=False,
@@ -152,7 +153,10 @@ class Campaign:
             with tqdm(total=len(futures), unit="run", desc="campaign",
                       disable=not progress) as bar:
                 for future in as_completed(futures):
-                    manifest.record(self._row_of(future, futures[future]))
+                    row = self._row_of(future, futures[future])
+                    if (spectrum := row.pop("spectrum", None)) is not None:
+                        spectra[row["run"]] = spectrum
+                    manifest.record(row)
                     bar.update()
         except BaseException:
             # Ctrl-C or a lost scheduler: what finished is in the manifest already.

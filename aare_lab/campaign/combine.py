@@ -39,8 +39,9 @@ CSV_COLUMNS = ("run", "status", "frames", "clusters", "truncated_frames", "ka_po
                "dark_false_rate_factor", "seconds", "worker", "warnings", "reason")
 
 
-def combine(runs: list[Run], rows: dict[str, dict], task: RunTask) -> xr.Dataset:
-    """The campaign's Dataset from its runs' rows and their ``spectrum.nc``.
+def combine(runs: list[Run], rows: dict[str, dict], task: RunTask,
+            spectra: dict[str, xr.DataArray] | None = None) -> xr.Dataset:
+    """The campaign's Dataset from its runs' rows and spectra.
 
     Parameters
     ----------
@@ -50,6 +51,9 @@ def combine(runs: list[Run], rows: dict[str, dict], task: RunTask) -> xr.Dataset
         Each run's row (`aare_lab.campaign.task.process_run`); a run without one is failed.
     task
         The campaign's spec, output folder, bins and peak.
+    spectra
+        Spectra of finished runs at hand (as their workers returned them); the others are
+        read from their ``spectrum.nc``.
 
     Returns
     -------
@@ -62,9 +66,10 @@ def combine(runs: list[Run], rows: dict[str, dict], task: RunTask) -> xr.Dataset
     names = [run.name for run in runs]
     rows = {name: rows.get(name) or {"run": name, "status": "failed",
                                      "reason": "the run did not finish"} for name in names}
-    spectra = {name: read_netcdf(out / name / SPECTRUM, "a campaign run's spectrum",
-                                 "run the campaign again to redo it",
-                                 SPECTRUM_MARK)["counts"]
+    given = spectra or {}
+    spectra = {name: given[name] if name in given else read_netcdf(
+                   out / name / SPECTRUM, "a campaign run's spectrum",
+                   "run the campaign again to redo it", SPECTRUM_MARK)["counts"]
                for name in names if rows[name]["status"] == "done"}
     edges, counts, outside = _aligned(names, spectra, task)
     table = {}

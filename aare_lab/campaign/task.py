@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import xarray as xr
 
 from ..dark_quality import assess_dark
 from ..fit import fit_peak
@@ -99,7 +100,8 @@ def process_run(run: Run, key: str | None, task: RunTask) -> dict:
     dict
         The row: ``run``, ``status`` (``"done"`` or ``"failed"``), ``reason``, `NUMBERS`,
         ``dark_ok`` (`dark_is_ok`), ``warnings`` (categories of the warnings the run gave),
-        ``notes`` (their first lines), ``worker``, ``key``. Workers that are threads of one
+        ``notes`` (their first lines), ``worker``, ``key``; a finished run's also has its
+        ``spectrum`` (as in its ``spectrum.nc``), which saves the campaign reading it. Workers that are threads of one
         process share Python's warning filters: there, the warnings of runs that overlap
         may be missing from their rows.
     """
@@ -113,19 +115,21 @@ def process_run(run: Run, key: str | None, task: RunTask) -> dict:
         attempt.mkdir(parents=True)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            row.update(_find(run, task, attempt))
+            found, spectrum = _find(run, task, attempt)
+            row.update(found)
         row["warnings"] = ",".join(sorted({w.category.__name__ for w in caught}))
         row["notes"] = [str(w.message).splitlines()[0] for w in caught]
         row.update(status="done", seconds=time.perf_counter() - start)
         (attempt / RUN_FILE).write_text(json.dumps(row, default=float))
         publish(attempt, out / run.name)
+        row["spectrum"] = spectrum
     except Exception as err:  # noqa: BLE001: the run has failed, not the campaign
         shutil.rmtree(attempt, ignore_errors=True)
         row.update(status="failed", reason=one_line(err), seconds=time.perf_counter() - start)
     return row
 
 
-def _find(run: Run, task: RunTask, attempt: Path) -> dict:
+def _find(run: Run, task: RunTask, attempt: Path) -> tuple[dict, xr.DataArray]:
     spec = task.spec
     frames = open_source(run.frames)
     if run.pedestal is not None:
@@ -153,7 +157,7 @@ def _find(run: Run, task: RunTask, attempt: Path) -> dict:
                  attempt / SPECTRUM)
     if task.peak is not None:
         row.update(fitted_peak(spectrum["energy"].to_numpy(), counts, task.peak))
-    return row
+    return row, spectrum
 
 
 def dark_is_ok(pedestal: Pedestal, n_sigma: float) -> bool:
