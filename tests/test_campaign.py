@@ -14,7 +14,7 @@ pytest.importorskip("distributed", reason="the campaign needs the [campaign] ext
 from aare_lab.campaign import Campaign, DarkPerRun, Run, SavedPedestals, failed_runs, runs_table
 from aare_lab.campaign.bins import CampaignBins
 from aare_lab.campaign.darks import with_darks
-from aare_lab.campaign.fingerprint import fingerprint
+from aare_lab.sources.files import fingerprint
 from aare_lab.campaign.manifest import MANIFEST
 from aare_lab.campaign.task import publish
 from aare_lab.pipeline import train_pedestal_for

@@ -3,7 +3,7 @@
 ``DIR/manifest.json`` holds the campaign key (the finder spec, the bins and the peak
 asked for) and one entry per run: its row of the table (`aare_lab.campaign.task`) and its
 run key, the campaign key with the fingerprints of the run's inputs
-(`aare_lab.campaign.fingerprint`). Only the process that runs the campaign writes it, each
+(`aare_lab.sources.files.fingerprint`). Only the process that runs the campaign writes it, each
 time a run ends, replacing it whole (`aare_lab.atomic.replace_atomically`): interrupted at
 any moment, it names only runs whose folders are complete. A run counts as finished when
 its entry is ``done`` under the same run key and its folder holds the ``run.json`` of that
@@ -21,7 +21,7 @@ import numpy as np
 
 from ..atomic import replace_atomically
 from ..spec import FinderSpec
-from .fingerprint import fingerprint
+from ..sources.files import fingerprint
 from .runs import Run
 
 MANIFEST = "manifest.json"

@@ -16,10 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-#: ``<prefix>_master_<index>.json`` (or ``.raw``): an slsDetector acquisition.
-MASTER = re.compile(r"(?P<prefix>.*)_master_(?P<index>\d+)\.(?:json|raw)", re.IGNORECASE)
-#: ``file.h5:/dataset``, ``file.npz:member``: a file and what in it holds the frames.
-_MEMBER = re.compile(r"(?P<file>.*\.(?:h5|hdf5|nxs|npz)):(?P<member>.+)", re.IGNORECASE)
+from ..sources.files import MASTER, file_of
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -43,12 +41,6 @@ class Run:
     frames: str
     dark: str | None = None
     pedestal: str | None = None
-
-
-def file_of(source: str) -> str:
-    """The file behind a source: ``file.h5`` for ``file.h5:/dataset``."""
-    member = _MEMBER.fullmatch(source)
-    return member["file"] if member else source
 
 
 def absolute(source: str | None) -> str | None:
@@ -159,4 +151,5 @@ def runs_table(runs) -> list[Run]:
     return table
 
 
-__all__ = ["MASTER", "Run", "absolute", "absolute_run", "file_of", "read_table", "run_name", "runs_table", "safe_name"]
+__all__ = ["Run", "absolute", "absolute_run", "read_table", "run_name", "runs_table",
+           "safe_name"]
