@@ -1,6 +1,7 @@
 """The common-mode estimate of docs/algorithm.md, shared by the serial and the frozen finder.
 
-Per frame and region, two passes over the frame-start values ``v0`` of the region's pixels:
+Per frame and region, two passes over the frame-start values ``v0`` of the region's pixels
+(the first as the values and thresholds are computed, `first_pass_rows`):
 a pixel enters pass k when ``|v0 - c_(k-1)| <= thr`` (``c_0 = 0``), as the integer
 ``rha(v0 * 2**16)``; the pass's offset ``c_k`` is the mean of the integers, one float64
 division, scaled back and rounded to the state dtype. The integer sums are exact, so the
@@ -12,7 +13,7 @@ Twin: ``kernels/frozen.cu`` (``COMMON_MODE``) sums the same integers with atomic
 import numpy as np
 from numba import njit, prange
 
-from .._arith import round_half_away, thresholds_row
+from .._arith import round_half_away, thresholds_row, values_row
 from ..common_mode import FRACTION_BITS
 
 SCALE = float(2 ** FRACTION_BITS)
@@ -75,13 +76,6 @@ def region_means(sums, counts, centre):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def frame_thresholds(s, s2, rms_fixed, fixed, N, nsig, thr):
-    """Every pixel's threshold from the frame-start state (as the decision reads it)."""
-    for i in range(s.shape[0]):
-        thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr[i])
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
 def corrections(labels, centre, corr):
     """Each pixel's correction: its region's offset, 0 for an excluded pixel."""
     ny, nx = labels.shape
@@ -92,10 +86,28 @@ def corrections(labels, centre, corr):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def estimate_serial(v, thr, labels, centre, sums, counts):
-    """Both passes over the whole frame in one thread; ``centre`` ends as the offsets."""
+def first_pass_rows(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, labels, centre,
+                    i0, i1, sums, counts):
+    """Rows ``i0..i1-1``: the plain values ``v`` and thresholds ``thr`` from the frame-start
+    state, and the first pass's sums (``centre`` zeroed), each row while it is in cache."""
+    for i in range(i0, i1):
+        values_row(frame[i], off[i], s[i], N, v[i], None)
+        thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr[i])
+        add_region_sums(v, thr, labels, centre, i, i + 1, sums, counts)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def estimate_serial(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, labels, centre,
+                    sums, counts):
+    """The frame's values and thresholds (`first_pass_rows`) and both passes, in one
+    thread; ``centre`` ends as the offsets."""
     centre[:] = 0
-    for _ in range(PASSES):
+    sums[:] = 0
+    counts[:] = 0
+    first_pass_rows(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, labels, centre,
+                    0, v.shape[0], sums, counts)
+    region_means(sums, counts, centre)
+    for _ in range(PASSES - 1):
         sums[:] = 0
         counts[:] = 0
         add_region_sums(v, thr, labels, centre, 0, v.shape[0], sums, counts)
@@ -103,12 +115,22 @@ def estimate_serial(v, thr, labels, centre, sums, counts):
 
 
 @njit(cache=True, nogil=True, parallel=True, error_model="numpy")
-def estimate_parallel(v, thr, labels, centre, sums, counts, task_sums, task_counts):
+def estimate_parallel(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, labels, centre,
+                      sums, counts, task_sums, task_counts):
     """`estimate_serial` with row blocks in parallel; the integer totals are the same."""
     ny = v.shape[0]
     n_tasks = task_sums.shape[0]
     centre[:] = 0
-    for _ in range(PASSES):
+    for task in prange(n_tasks):
+        t = np.int64(task)
+        task_sums[t] = 0
+        task_counts[t] = 0
+        i0 = t * ROWS_PER_TASK
+        first_pass_rows(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, labels,
+                        centre, i0, min(i0 + ROWS_PER_TASK, ny), task_sums[t],
+                        task_counts[t])
+    task_means(task_sums, task_counts, sums, counts, centre)
+    for _ in range(PASSES - 1):
         for task in prange(n_tasks):
             t = np.int64(task)
             task_sums[t] = 0
@@ -116,9 +138,15 @@ def estimate_parallel(v, thr, labels, centre, sums, counts, task_sums, task_coun
             i0 = t * ROWS_PER_TASK
             add_region_sums(v, thr, labels, centre, i0, min(i0 + ROWS_PER_TASK, ny),
                             task_sums[t], task_counts[t])
-        sums[:] = 0
-        counts[:] = 0
-        for t in range(n_tasks):
-            sums += task_sums[t]
-            counts += task_counts[t]
-        region_means(sums, counts, centre)
+        task_means(task_sums, task_counts, sums, counts, centre)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def task_means(task_sums, task_counts, sums, counts, centre):
+    """`region_means` of the tasks' summed sums and counts."""
+    sums[:] = 0
+    counts[:] = 0
+    for t in range(task_sums.shape[0]):
+        sums += task_sums[t]
+        counts += task_counts[t]
+    region_means(sums, counts, centre)

@@ -30,7 +30,7 @@ from numba import get_num_threads, njit, prange
 
 from .._arith import TEST1_STORE, TEST3_STORE, row_of, thresholds_row, update_quiet_row, values_row
 from ._buffers import reserve
-from ._common_mode import corrections, estimate_parallel, frame_thresholds
+from ._common_mode import corrections, estimate_parallel
 from ._decision import (
     add_taps,
     add_three_taps,
@@ -54,14 +54,6 @@ LOW_BYTES = np.uint64(0x0101010101010101)
 HIGH_BITS = np.uint64(0x8080808080808080)
 TEST1_STORE_BYTES = np.uint64(int(TEST1_STORE) * 0x0101010101010101)
 TEST3_STORE_BYTES = np.uint64(int(TEST3_STORE) * 0x0101010101010101)
-
-
-@njit(**PARALLEL)
-def load_frame(frame, off, s, N, v, corr):
-    """Fill ``v`` from the frame-start state, corrected by ``corr`` unless it is None."""
-    for row in prange(frame.shape[0]):
-        i = np.int64(row)
-        values_row(frame[i], off[i], s[i], N, v[i], row_of(corr, i))
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -241,10 +233,12 @@ def write_frame(v, row_counts, row_start, stores, kept, ry, rx, round_values,
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def estimate_frame(v, thr, labels, f, cm):
-    """The frame's common-mode offsets into ``cm``'s outputs and its correction map."""
-    _, centre, sums, counts, task_sums, task_counts, _, corr, out_c, out_n = cm
-    estimate_parallel(v, thr, labels, centre, sums, counts, task_sums, task_counts)
+def estimate_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, labels, f, cm):
+    """The frame's plain values and thresholds (into ``cm``'s scratch), its common-mode
+    offsets into ``cm``'s outputs and its correction map."""
+    _, centre, sums, counts, task_sums, task_counts, thr, corr, out_c, out_n = cm
+    estimate_parallel(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, labels, centre,
+                      sums, counts, task_sums, task_counts)
     out_c[f] = centre
     out_n[f] = counts
     corrections(labels, centre, corr)
@@ -263,14 +257,12 @@ def classify_raw(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
         classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
                        codes, row_counts, stores, None, gs, None, n_bands)
     else:
-        load_frame(frame, off, s, N, v, None)
         thr, corr = cm[6], cm[7]
-        frame_thresholds(s, s2, rms_fixed, fixed, N, nsig, thr)
         if gs is None:
-            estimate_frame(v, thr, cm[0], f, cm)
+            estimate_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, cm[0], f, cm)
         else:
             estimate_labels(cm[0], gs[3], gs[4])
-            estimate_frame(v, thr, gs[4], f, cm)
+            estimate_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, gs[4], f, cm)
         load_edges(frame, off, s, N, v, corr, gs, ry, n_bands)
         classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
                        codes, row_counts, stores, corr, gs, thr, n_bands)

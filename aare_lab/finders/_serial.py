@@ -26,7 +26,7 @@ from numba import njit
 
 from .._arith import G0, QUIET_UPDATE, pushed_row, thresholds_row, values_row
 from ._buffers import reserve
-from ._common_mode import corrections, estimate_serial, frame_thresholds
+from ._common_mode import corrections, estimate_serial
 from ._decision import (
     add_row_taps,
     classify,
@@ -76,10 +76,11 @@ def serial_chunk(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def serial_estimate(frame, v, labels, f, off, s, N, cm):
+def serial_estimate(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, labels, f, cm):
     """Frame ``f``'s common-mode offsets into ``cm``'s outputs, and its corrected values."""
     _, centre, sums, counts, _, _, thr_f, corr, out_c, out_n = cm
-    estimate_serial(v, thr_f, labels, centre, sums, counts)
+    estimate_serial(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr_f, labels, centre,
+                    sums, counts)
     out_c[f] = centre
     out_n[f] = counts
     corrections(labels, centre, corr)
@@ -95,15 +96,14 @@ def serial_frame(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, ca
     ny, nx = frame.shape
     thr, tot, m, above_t, above_m = rows[0], rows[1], rows[2], rows[3], rows[4]
     new_s, new_s2, new_v = rows[5], rows[6], rows[7]
-    for i in range(ny):
-        values_row(frame[i], off[i], s[i], N, v[i], None)
-    if cm is not None:
-        frame_thresholds(s, s2, rms_fixed, fixed, N, nsig, cm[6])
-        if gs is None:
-            serial_estimate(frame, v, cm[0], f, off, s, N, cm)
-        else:
-            estimate_labels(cm[0], gs[3], gs[4])
-            serial_estimate(frame, v, gs[4], f, off, s, N, cm)
+    if cm is None:
+        for i in range(ny):
+            values_row(frame[i], off[i], s[i], N, v[i], None)
+    elif gs is None:
+        serial_estimate(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, cm[0], f, cm)
+    else:
+        estimate_labels(cm[0], gs[3], gs[4])
+        serial_estimate(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, gs[4], f, cm)
     if gs is not None:
         for i in range(ny):
             calibrate_row(gs[3][i], frame[i], gs[0], gs[1], i, v[i])
