@@ -73,6 +73,9 @@ def test_a_replayed_capture_finds_what_the_original_frames_give(run, publisher, 
     np.testing.assert_array_equal(replay["frame"], original["frame"] + shift)
     original = original.assign_coords(frame=replay["frame"])
     original["frame_number"] = original["frame_number"] + shift
+    # Each names the file it was read from; all else is the same.
+    sources = [json.loads(ds.attrs.pop("inputs"))["frames"]["source"] for ds in (replay, original)]
+    assert sources == [f"{tmp_path / 'run.h5'}:/frames", str(tmp_path / "run.npy")]
     xr.testing.assert_identical(replay, original)
 
 

@@ -47,11 +47,13 @@ def test_runtime_is_a_python_the_project_supports():
     assert SpecifierSet(_project()["requires-python"]).contains(m.group(1) + ".0")
 
 
-def test_requirements_install_the_project_with_the_lab_extra_and_pin_its_needs():
+def test_requirements_install_the_project_with_the_lab_and_campaign_extras_and_pin_their_needs():
     pins, editable = _pins()
-    assert editable == [".[lab]"], f"binder/requirements.txt must hold '-e .[lab]', has {editable}"
+    assert editable == [".[lab,campaign]"], \
+        f"binder/requirements.txt must hold '-e .[lab,campaign]' (notebook 05 runs a campaign), has {editable}"
     project = _project()
-    needed = [Requirement(r) for r in project["optional-dependencies"]["lab"] + project["dependencies"]]
+    extras = project["optional-dependencies"]
+    needed = [Requirement(r) for r in extras["lab"] + extras["campaign"] + project["dependencies"]]
     for req in needed:
         name = canonicalize_name(req.name)
         assert name in pins, f"binder/requirements.txt pins no version of {req.name} (needed by {req})"
