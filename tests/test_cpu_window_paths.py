@@ -1,0 +1,78 @@
+"""The frozen finder's fast window paths give, bit for bit, what the general ones give.
+
+`classify_three`, `add_taps` with `row_max` and `list_stores` serve the frozen CPU finder
+inside the frame; `add_row_taps` (sum and maximum, tap by tap per window row) and
+`classify` are the reference they must equal on any values, ties and frame edges included.
+"""
+
+import numpy as np
+import pytest
+
+from aare_lab.branches import Branch
+from aare_lab.finders._decision import (
+    add_row_taps,
+    add_taps,
+    classify,
+    classify_three,
+    row_max,
+)
+from aare_lab.finders._frozen import list_stores
+
+
+def rows_with_ties(rng, n, nx, dtype):
+    """Rows of values on a coarse grid (many equal taps, so ``vp == m`` ties) and signs."""
+    return (rng.integers(-6, 7, (n, nx)) * 0.75 + rng.normal(0, 1e-3, (n, nx))
+            * rng.integers(0, 2, (n, nx))).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("nx", [2, 3, 5, 64])
+def test_classify_three_equals_the_taps_row_by_row(dtype, nx):
+    rng = np.random.default_rng(nx)
+    for _ in range(50):
+        above, row, below = rows_with_ties(rng, 3, nx, dtype)
+        thr = rng.uniform(0.5, 4, nx).astype(dtype)
+        c3 = np.sqrt(dtype(9))
+        codes = np.zeros(nx, np.uint8)
+        count = classify_three(above, row, below, thr, c3, codes)
+
+        tot, m = np.zeros(nx, dtype), row.copy()
+        for window_row in (above, row, below):
+            add_row_taps(window_row, -1, 1, tot, m)
+        expected = np.array([classify(row[j], thr[j], m[j], tot[j], c3)
+                             for j in range(nx)], np.uint8)
+        np.testing.assert_array_equal(codes[1:nx - 1], expected[1:nx - 1])
+        stores = np.isin(expected[1:nx - 1], [Branch.TEST1_STORE, Branch.TEST3_STORE])
+        assert count == stores.sum()
+        assert codes[0] == 0 and codes[-1] == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rx", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("nx", [1, 2, 4, 9, 11, 40])
+def test_add_taps_and_row_max_equal_the_taps_one_by_one(dtype, rx, nx):
+    rng = np.random.default_rng(100 * rx + nx)
+    row = rng.normal(0, 10, nx).astype(dtype)
+    start = rng.normal(0, 10, nx).astype(dtype)
+
+    tot, m = start.copy(), row.copy()
+    add_row_taps(row, -rx, rx, tot, m)
+    fast = start.copy()
+    add_taps(row, rx, fast)
+    assert fast.tobytes() == tot.tobytes()
+
+    maxima = np.empty(nx, dtype)
+    row_max(row, rx, maxima)
+    np.testing.assert_array_equal(maxima, m)
+
+
+@pytest.mark.parametrize("nx", [1, 7, 8, 9, 16, 403])
+def test_list_stores_lists_the_store_columns_in_order(nx):
+    rng = np.random.default_rng(nx)
+    for density in (0.0, 0.02, 0.5, 1.0):
+        codes = rng.integers(0, 7, nx).astype(np.uint8)
+        codes[rng.random(nx) > density] = Branch.QUIET_UPDATE
+        out = np.full(nx, -1, np.int32)
+        list_stores(codes, out)
+        expected = np.flatnonzero(np.isin(codes, [Branch.TEST1_STORE, Branch.TEST3_STORE]))
+        np.testing.assert_array_equal(out[:len(expected)], expected)
