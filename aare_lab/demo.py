@@ -102,12 +102,24 @@ class DemoReport:
         lines += [f"{name:<8} skipped: {why}" for name, why in self.skipped.items()]
         lines += [f"agreement {row}" for row in self.agreement]
         lines.append(self._peak_line())
+        lines.append(f"  {self.bias_note()}")
         found = self.clusters_per_frame(self.reference)
         lines.append(
             f"photons recovered: {found:.1f} clusters/frame for {self.photons_per_frame:.1f} "
             f"simulated photons/frame ({100 * (found / self.photons_per_frame - 1):+.1f} %, "
             "pile-up merges overlapping photons)")
         return "\n".join(lines)
+
+    def bias_note(self) -> str:
+        """The fit's numbers beside the truth, and why they differ by more than their
+        (statistical) errors: what the report, the figure and the README say."""
+        peak = self.peak
+        text = f"Kα {100 * (self.peak_kev / self.kalpha_kev - 1):+.2f} %"
+        if peak.lines is not None:
+            text = (f"Kβ/Kα {value_and_error(peak.beta_ratio, peak.beta_ratio_err)} against "
+                    f"{self.beta_ratio_simulated:.3f} simulated and {text}")
+        return (f"errors are statistical (1σ); {text} are biases of pile-up and charge "
+                f"sharing at {self.beam.photons_per_frame:g} photons per frame, not noise")
 
     def _peak_line(self) -> str:
         peak = self.peak
@@ -279,21 +291,17 @@ def save_demo(report: DemoReport, out: str | Path, *, full_results: bool = False
     Returns
     -------
     list of pathlib.Path
-        The files written: ``spectrum.png`` (the spectra with the fitted Kα peaks),
+        The files written: ``spectrum.png`` (the spectra with the fitted Kα peaks, the
+        reference finder's fit region with its Kα, Kβ and background and the residuals,
+        the bin width, the gain and `DemoReport.bias_note`),
         ``summary.txt`` (the printed report), ``summary.json`` (`DemoReport.to_dict`),
         ``summary.nc`` (``n_found``/``n_kept`` per finder and frame, and the spectra
         ``counts`` per finder and energy bin), then the full results if asked.
     """
-    from .plots import spectrum_plot
-    from .spectra import fit_peaks, spectra
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    # Every cluster on integer-aligned bins (the pile-up too), the energy axis in keV.
-    spec = spectra(report.results, width=SPECTRUM_BIN_ADU)
-    window = kalpha_window(report.results[report.reference], report.detector, report.beam)
-    fits = fit_peaks(spec, window, doublet_lines(report.beam))
-    figure = spectrum_plot(spec, fits, gain=report.detector.gain_adu_per_kev)
+    view, spec = demo_view(report)
+    figure = view.figure
     paths = [out / name for name in ("spectrum.png", "summary.txt", "summary.json",
                                      "summary.nc")]
     figure.savefig(paths[0], dpi=120)
@@ -311,6 +319,27 @@ def save_demo(report: DemoReport, out: str | Path, *, full_results: bool = False
             paths.append(out / f"{name}.nc")
             save_result(result, paths[-1])
     return paths
+
+
+def demo_view(report: DemoReport):
+    """The demo's figure (``spectrum.png``): every finder's spectrum on integer-aligned
+    bins of `SPECTRUM_BIN_ADU` (the pile-up too) in keV, their Kα fits, the reference
+    finder's fit region with its parts and residuals, and `DemoReport.bias_note`.
+
+    Returns
+    -------
+    tuple
+        The `aare_lab.plots.SpectrumView`, and the spectra it draws (over ``finder``).
+    """
+    from .plots import SpectrumView
+    from .spectra import fit_peaks, spectra
+
+    spec = spectra(report.results, width=SPECTRUM_BIN_ADU)
+    window = kalpha_window(report.results[report.reference], report.detector, report.beam)
+    fits = fit_peaks(spec, window, doublet_lines(report.beam))
+    view = SpectrumView(spec, fits, gain=report.detector.gain_adu_per_kev,
+                        reference=report.reference, detail=True, note=report.bias_note())
+    return view, spec
 
 
 def doublet_lines(beam: Beam) -> tuple[float, float] | None:

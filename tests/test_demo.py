@@ -164,3 +164,30 @@ def test_every_finder_is_compiled_before_any_is_timed(monkeypatch, capsys):
     quiet = run_demo(n_dark=40, n_frames=12, seed=3, detector=Detector(frame_shape=(32, 32)),
                      beam=Beam(photons_per_frame=6), finders=["frozen"], progress=False)
     assert "compiling" not in capsys.readouterr().err and quiet.compile_seconds > 0
+
+
+def test_the_figure_shows_the_fit_region_scale_and_biases(report):
+    from aare_lab.demo import demo_view
+
+    view, spec = demo_view(report)
+    assert set(view.figure.axes) == {view.ax, view.ratio_ax, view.fit_ax, view.residual_ax}
+    assert view.fit_ax.get_title() == "fit region (frozen)"
+    # The fit drawn in the region is the report's Kα fit (the same spectrum and window).
+    x, y = view.artists["detail:fit"].get_data()
+    gain = report.detector.gain_adu_per_kev
+    np.testing.assert_allclose(y, report.peak.evaluate(x * gain), rtol=1e-9)
+    assert len(view.artists["detail:Kβ"].get_xdata()) == len(x)
+    assert view.artists["scale"].get_text() == "bins of 2 ADU (0.05 keV), gain 40 ADU/keV"
+    assert view.artists["note"].get_text() == report.bias_note()
+    assert "Poisson" in view.artists["ratio_note"].get_text()
+    assert list(spec["finder"].to_numpy()) == list(report.results)
+
+
+def test_the_report_says_the_errors_are_statistical_and_names_the_biases(report):
+    note = report.bias_note()
+    assert note.startswith("errors are statistical (1σ); Kβ/Kα ")
+    assert f"against {report.beta_ratio_simulated:.3f} simulated" in note
+    assert f"Kα {100 * (report.peak_kev / KALPHA_KEV - 1):+.2f} %" in note
+    density = f"{report.beam.photons_per_frame:g} photons per frame"
+    assert f"pile-up and charge sharing at {density}" in note
+    assert f"\n  {note}\n" in str(report)

@@ -401,3 +401,93 @@ def test_cap_plot_groups_wide_distributions():
     hist = by_gid(ax, "histogram").get_data()
     assert len(hist.values) == 100 and (hist.values == 4).all()
     assert ax.get_ylabel() == "frames per 4 counts"
+
+
+def doublet_spectrum(seed=8, n=20000):
+    rng = np.random.default_rng(seed)
+    beta = rng.random(n) < 0.13
+    energies = np.round(rng.normal(np.where(beta, 356.0, 322.0), 15.0))
+    return spectra({"serial": synthetic_result(energies),
+                    "frozen": synthetic_result(energies)}, width=2)
+
+
+def test_fit_region_shows_the_doublet_its_parts_and_residuals():
+    spec = doublet_spectrum()
+    fits = fit_peaks(spec, window=(277, 401), lines=(8.05, 8.90))
+    single = fit_peaks(spec, window=(277, 401))
+    view = SpectrumView(spec, fits, gain=40.0, reference="frozen", detail=True,
+                        compare_fits=single)
+    assert view.fit_ax is not None and view.residual_ax is not None
+    assert set(view.figure.axes) == {view.ax, view.ratio_ax, view.fit_ax, view.residual_ax}
+    fit = aare_lab.spectra.peak_fit(fits, "frozen")
+    x, total = view.artists["detail:fit"].get_data()
+    assert x[0] == 277 / 40 and x[-1] == 401 / 40
+    # The parts add up to the curve; Kβ peaks at Kβ's position, Kα at Kα's.
+    parts = {p: view.artists[f"detail:{p}"].get_ydata() for p in ("Kα", "Kβ", "background")}
+    np.testing.assert_allclose(sum(parts.values()), total, rtol=1e-12)
+    assert abs(x[np.argmax(parts["Kβ"])] - fit.beta_position / 40) < 0.01
+    assert abs(x[np.argmax(parts["Kα"])] - fit.position / 40) < 0.01
+    # The counts in the window, and the residuals of both models in units of √fit.
+    counts = spec.sel(finder="frozen").to_numpy()
+    centres = spec["energy"].to_numpy()
+    inside = (centres >= 277) & (centres <= 401)
+    rx, pull = view.artists["residual:fit"].get_data()
+    np.testing.assert_allclose(rx, centres[inside] / 40)
+    model = fit.evaluate(centres[inside])
+    # Where the fit is below one count (its line may dip below 0 at an edge) √1 is taken.
+    np.testing.assert_allclose(pull, (counts[inside] - model) / np.sqrt(np.maximum(model, 1)))
+    _, pull_one = view.artists["residual:compare"].get_data()
+    # One gaussian over a doublet misses the Kβ shoulder: its residuals are far larger.
+    assert np.sum(pull_one ** 2) > 3 * np.sum(pull ** 2)
+    labels = [t.get_text() for t in view.fit_ax.get_legend().get_texts()]
+    assert any(t.startswith("Kα/Kβ doublet fit, χ²/ndf") for t in labels), labels
+    assert any(t.startswith("gaussian fit, χ²/ndf") and "peak 8." in t for t in labels), labels
+
+
+def test_fit_region_legend_and_annotations_are_in_their_curves_colours():
+    spec = doublet_spectrum()
+    fits = fit_peaks(spec, window=(277, 401), lines=(8.05, 8.90))
+    view = SpectrumView(spec, fits, gain=40.0, detail=True, compare_fits=fit_peaks(spec))
+    legend = view.fit_ax.get_legend()
+    assert len(legend.get_lines()) == 6  # counts, fit, Kα, Kβ, background, one gaussian
+    drawn = {a.get_label(): a for a in view.fit_ax.get_children() if hasattr(a, "get_label")}
+    for handle, text in zip(legend.legend_handles, legend.get_texts()):
+        artist = drawn[text.get_text()]
+        colour = artist.get_edgecolor() if hasattr(artist, "get_edgecolor") and not \
+            hasattr(artist, "get_color") else artist.get_color()
+        assert matplotlib.colors.same_color(handle.get_color(), colour), text.get_text()
+    colours = [matplotlib.colors.to_hex(h.get_color()) for h in legend.legend_handles]
+    assert len(set(colours)) == len(colours), "every part has a colour of its own"
+    # Main panel: each annotation in its fit's colour, and fits that coincide (the same
+    # clusters) interleave their dashes, so each colour shows on the curve.
+    fit_a, fit_b = view.artists["fit:serial"], view.artists["fit:frozen"]
+    for label, curve in (("serial", fit_a), ("frozen", fit_b)):
+        assert matplotlib.colors.same_color(view.artists[f"annotation:{label}"].get_color(),
+                                            curve.get_color())
+    np.testing.assert_array_equal(fit_a.get_ydata(), fit_b.get_ydata())
+    # Line2D keeps its dash pattern (offset, on-off) unscaled by the width here.
+    (offset_a, dashes_a), (offset_b, dashes_b) = (c._unscaled_dash_pattern for c in (fit_a, fit_b))
+    assert dashes_a == dashes_b and dashes_a[1] >= dashes_a[0] and offset_a != offset_b
+
+
+def test_the_figure_states_bin_width_gain_ratio_errors_and_a_note():
+    spec = doublet_spectrum()
+    view = SpectrumView(spec, gain=40.0, note="errors are statistical")
+    assert view.artists["scale"].get_text() == "bins of 2 ADU (0.05 keV), gain 40 ADU/keV"
+    assert "Poisson" in view.artists["ratio_note"].get_text()
+    assert "independent" in view.artists["ratio_note"].get_text()
+    assert view.artists["note"].get_text() == "errors are statistical"
+    assert view.artists["note"].get_figure() is view.figure
+    plain = SpectrumView(spectra([synthetic_result(np.arange(100.0, 200.0))], bins=10))
+    assert plain.artists["scale"].get_text() == "bins of 10 ADU"
+    assert plain.fit_ax is None and len(plain.figure.axes) == 1
+
+
+def test_fit_region_without_a_fit_is_empty_and_fills_on_update():
+    spec = doublet_spectrum()
+    view = SpectrumView(spec, detail=True)
+    assert len(view.artists["detail:fit"].get_xdata()) == 0
+    assert len(view.artists["residual:fit"].get_xdata()) == 0
+    view.update(spec, fit_peaks(spec, window=(277, 401), lines=(8.05, 8.90)))
+    assert len(view.artists["detail:fit"].get_xdata()) == 300
+    assert len(view.artists["residual:fit"].get_xdata()) == 62  # the 2-ADU bins in 277..401

@@ -1,4 +1,4 @@
-"""Energy spectra of several finders, with their ratio and fitted peaks."""
+"""Energy spectra of several finders, with their ratio, fitted peaks and the fit region."""
 
 from __future__ import annotations
 
@@ -28,6 +28,12 @@ FIT_COLOURS = ("#d62728", "#111111", "#e377c2", "#17becf", "#bcbd22")
 #: Ratio limits come from bins with at least this many counts in both spectra.
 MIN_RATIO_COUNTS = 10
 RATIO_CLIP = (0.0, 3.0)
+#: What the ratio panel's error bars are, written in it.
+RATIO_ERROR_NOTE = ("bars: Poisson, as if the spectra were independent; finders that share "
+                    "their clusters differ far less")
+#: Colours of the fit region's parts: Kα, Kβ, the background, and a second model's fit.
+COMPONENT_COLOURS = {"Kα": "#9467bd", "Kβ": "#17becf", "background": "0.45",
+                     "compare": "#2ca02c"}
 
 
 def _by_finder(spectra: xr.DataArray) -> xr.DataArray:
@@ -93,6 +99,60 @@ def ratio_limits(spectra: xr.DataArray, ratio: xr.DataArray, error: xr.DataArray
     return max(lo - pad, RATIO_CLIP[0]), min(hi + pad, RATIO_CLIP[1])
 
 
+def bin_width(edges: np.ndarray) -> float | None:
+    """The width of equal bins, None for bins of different widths."""
+    widths = np.diff(np.asarray(edges, float))
+    return float(widths[0]) if widths.size and np.allclose(widths, widths[0]) else None
+
+
+def scale_text(edges: np.ndarray, units: str, gain: float | None) -> str:
+    """The bin width (in keV too, with a gain) and the gain, as the figure states them.
+
+    Examples
+    --------
+    >>> scale_text(np.array([0.0, 2.0, 4.0]), "ADU", 40.0)
+    'bins of 2 ADU (0.05 keV), gain 40 ADU/keV'
+    """
+    width = bin_width(edges)
+    text = "bins of different widths" if width is None else f"bins of {width:g} {units}"
+    if gain:
+        text += (f" ({width / gain:.3g} keV)" if width is not None else "") + \
+            f", gain {gain:g} ADU/keV"
+    return text
+
+
+def fit_components(fit, x: np.ndarray) -> dict[str, np.ndarray]:
+    """The parts of a fitted curve at ``x``: ``Kα`` (the peak of one gaussian), ``Kβ``
+    (doublets only) and the linear ``background``; they add up to ``fit.evaluate(x)``."""
+    x = np.asarray(x, float)
+    def line(centre, amplitude):
+        return amplitude * np.exp(-0.5 * ((x - centre) / fit.sigma) ** 2)
+    parts = {"Kα": line(fit.position, fit.amplitude)}
+    if fit.lines is not None:
+        parts["Kβ"] = line(fit.beta_position, fit.beta_ratio * fit.amplitude)
+    parts["background"] = fit.offset + fit.slope * (x - fit.position)
+    return parts
+
+
+def fit_residuals(fit, centres: np.ndarray, counts: np.ndarray):
+    """The bins of a spectrum inside a fit's window: their centres, the residuals
+    ``(counts - fit) / sqrt(fit)`` (Poisson, 1 where the fit is below 1) and chi²/ndf."""
+    inside = (centres >= fit.window[0]) & (centres <= fit.window[1])
+    x, n = centres[inside], counts[inside].astype(float)
+    model = fit.evaluate(x)
+    pull = (n - model) / np.sqrt(np.maximum(model, 1.0))
+    n_free = 5 if fit.lines is None else 6
+    return x, pull, float(np.sum(pull ** 2) / max(len(x) - n_free, 1))
+
+
+def _fit_dashes(k: int, n: int):
+    """The dashes of the k-th of n fit curves: interleaved, so that where fits coincide
+    each shows in its own colour, the colour its annotation is written in."""
+    if n == 1:
+        return (0, (4, 1.5))
+    return (3.0 * k, (3.0, 3.0 * (n - 1)))
+
+
 class SpectrumView(View):
     """Overlay the spectra of several finders, with a ratio panel and fitted peaks.
 
@@ -105,20 +165,33 @@ class SpectrumView(View):
         ``units`` (ADU, or keV for calibrated results).
     fits
         Peak fits from `aare_lab.spectra.fit_peaks`: each drawn over its spectrum, thick,
-        dashed and in a contrasting colour (a Kα/Kβ doublet as one curve), its (Kα)
-        position as a dotted line, with position, FWHM and resolution (and a doublet's
-        Kβ/Kα intensity ratio) written in the corner.
+        dashed and in a contrasting colour (a Kα/Kβ doublet as one curve; fits that
+        coincide in interleaved dashes, so each shows in its annotation's colour), its
+        (Kα) position as a dotted line, with position, FWHM and resolution (and a
+        doublet's Kβ/Kα intensity ratio) written in the corner.
     log
         Logarithmic count axis.
     ratio
         With two or more finders: a panel of each spectrum divided by the reference's,
-        with Poisson error bars.
+        with Poisson error bars (an upper bound for finders that share clusters; the
+        panel says so).
     reference
-        The finder the ratios are taken to (default: the first).
+        The finder the ratios are taken to, and whose fit the fit region shows (default:
+        the first).
     gain
         ADU per keV, for spectra in ADU: the energy axis (and the fits) in keV.
     min_counts
         Bins with fewer counts in either spectrum do not set the ratio panel's range.
+    detail
+        Add a column for the reference's fit: its window on a linear axis with the counts
+        and their Poisson errors, the fitted curve, its Kα, Kβ and background parts, and
+        below it the residuals ``(counts - fit) / sqrt(fit)`` with chi²/ndf.
+    compare_fits
+        Fits of the same spectra by another model (`aare_lab.spectra.fit_peaks`, e.g. one
+        gaussian beside the doublet): the reference's is drawn in the fit region with its
+        residuals and summary.
+    note
+        A line written under the panels (say, known biases of the numbers shown).
     fig
         Figure to draw into (default: a new figure).
     managed
@@ -131,9 +204,15 @@ class SpectrumView(View):
         ``peak:<label>`` (vertical line), ``annotation:<label>`` (text), and with a ratio
         panel, for every finder but the reference, ``ratio:<label>`` (markers) and
         ``ratio_err:<label>`` (LineCollection); ``legend``, ``title``, ``unity`` (the
-        ratio 1 line).
+        ratio 1 line), ``ratio_note`` (what the error bars are), ``scale`` (the bin
+        width and gain), ``note``. With ``detail``: ``detail:counts`` (StepPatch),
+        ``detail:errors`` (LineCollection), ``detail:fit``, ``detail:Kα``, ``detail:Kβ``,
+        ``detail:background``, ``detail:compare`` (lines), ``detail:legend``,
+        ``residual:fit``, ``residual:compare`` (markers), ``residual:zero``.
     units
         The units of the energy axis.
+    fit_ax, residual_ax
+        The fit region's axes (None without ``detail``).
 
     Raises
     ------
@@ -144,23 +223,23 @@ class SpectrumView(View):
     def __init__(self, spectra: xr.DataArray, fits: xr.Dataset | None = None, *,
                  log: bool = True, ratio: bool = True, reference: str | None = None,
                  gain: float | None = None, min_counts: int = MIN_RATIO_COUNTS,
-                 fig: Figure | None = None, managed: bool = False):
+                 detail: bool = False, compare_fits: xr.Dataset | None = None,
+                 note: str | None = None, fig: Figure | None = None, managed: bool = False):
         spectra = _by_finder(spectra)
         units = spectrum_units(spectra)
         if gain and units != "ADU":
             raise ValueError(f"the spectra are in {units} already: gain converts spectra in "
                              "ADU, leave it out")
         self._fit_scale, self.units = shown_energy(units, gain)
+        self._data_units = units
         self.labels = [str(f) for f in spectra["finder"].to_numpy()]
         self.reference = self.labels[0] if reference is None else reference
         self.gain, self.log, self.min_counts = gain, log, min_counts
         has_ratio = ratio and len(self.labels) > 1
-        self.figure = figure_for(fig, (7.5, 6.0 if has_ratio else 4.5), managed)
-        if has_ratio:
-            self.ax, self.ratio_ax = self.figure.subplots(
-                2, 1, sharex=True, gridspec_kw={"height_ratios": (3, 1)})
-        else:
-            self.ax, self.ratio_ax = self.figure.add_subplot(), None
+        height = 6.0 if has_ratio or detail else 4.5
+        self.figure = figure_for(fig, (12.5 if detail else 7.5, height + 0.3 * bool(note)),
+                                 managed)
+        self._layout_axes(has_ratio, detail)
         self.artists = {}
         ax, edges = self.ax, spectrum_edges(spectra)
         stroke = [patheffects.withStroke(linewidth=3.0, foreground="white")]
@@ -172,8 +251,8 @@ class SpectrumView(View):
                 zorder=2 + 0.1 * k, label=label))
             # Dashed, so that the shoulders it spans (Kβ beside Kα) show through.
             self._keep(f"fit:{label}", ax.plot([], [], color=fit_colour, lw=2.6,
-                                               ls=(0, (4, 1.5)), zorder=10,
-                                               path_effects=stroke)[0])
+                                               ls=_fit_dashes(k, len(self.labels)),
+                                               zorder=10, path_effects=stroke)[0])
             self._keep(f"peak:{label}", ax.axvline(0, ls=":", lw=1.5, color=fit_colour,
                                                    zorder=9, visible=False))
             # Under the legend (one line per finder), right-aligned: clear of the curves'
@@ -186,6 +265,8 @@ class SpectrumView(View):
         ax.set_ylabel("clusters per bin")
         self._keep("legend", ax.legend(loc="upper right", frameon=False, fontsize="small"))
         self._keep("title", ax.set_title(""))
+        self._keep("scale", ax.text(0.02, 0.98, "", transform=ax.transAxes, va="top",
+                                    ha="left", fontsize="small", color="0.25"))
         if self.ratio_ax is not None:
             rax = self.ratio_ax
             self._keep("unity", rax.axhline(1.0, color="0.5", lw=0.8))
@@ -193,21 +274,80 @@ class SpectrumView(View):
                 if label != self.reference:
                     colour = CURVE_STYLES[k % len(CURVE_STYLES)][0]
                     self._keep(f"ratio_err:{label}", rax.vlines([], [], [], color=colour,
-                                                                lw=1.0, alpha=0.6))
+                                                                lw=0.8, alpha=0.3))
                     self._keep(f"ratio:{label}", rax.plot([], [], "o", ms=2.5,
                                                           color=colour)[0])
             rax.set_ylabel(f"ratio to {self.reference}")
+            self._keep("ratio_note", rax.text(
+                0.01, 0.04, RATIO_ERROR_NOTE, transform=rax.transAxes, fontsize="x-small",
+                va="bottom", ha="left", color="0.2", zorder=11,
+                bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1.0}))
         (self.ratio_ax or ax).set_xlabel(f"energy ({self.units})")
-        self.update(spectra, fits)
+        if detail:
+            self._draw_detail_artists()
+        self._keep("note", self.figure.text(0.01, 0.005, note or "", fontsize="small",
+                                            va="bottom", ha="left", color="0.2", wrap=True))
+        engine = self.figure.get_layout_engine()
+        if note and hasattr(engine, "set") and "rect" in engine.get():
+            # Constrained layout places the axes only: leave the note its line(s).
+            engine.set(rect=(0, 0.03 * (1 + note.count("\n")), 1,
+                             1 - 0.03 * (1 + note.count("\n"))))
+        self.update(spectra, fits, compare_fits)
         if log:  # after the first counts: a log axis over no data warns
             ax.set_yscale("log")
+
+    def _layout_axes(self, has_ratio: bool, detail: bool) -> None:
+        """The spectrum (and ratio) axes on the left, the fit region (and its residuals)
+        on the right with ``detail``."""
+        if not detail:
+            if has_ratio:
+                self.ax, self.ratio_ax = self.figure.subplots(
+                    2, 1, sharex=True, gridspec_kw={"height_ratios": (3, 1)})
+            else:
+                self.ax, self.ratio_ax = self.figure.add_subplot(), None
+            self.fit_ax = self.residual_ax = None
+            return
+        grid = self.figure.add_gridspec(2, 2, height_ratios=(3, 1), width_ratios=(3, 2))
+        self.ax = self.figure.add_subplot(grid[0, 0] if has_ratio else grid[:, 0])
+        self.ratio_ax = self.figure.add_subplot(grid[1, 0], sharex=self.ax) \
+            if has_ratio else None
+        if has_ratio:
+            self.ax.tick_params(labelbottom=False)
+        self.fit_ax = self.figure.add_subplot(grid[0, 1])
+        self.residual_ax = self.figure.add_subplot(grid[1, 1], sharex=self.fit_ax)
+        self.fit_ax.tick_params(labelbottom=False)
+
+    def _draw_detail_artists(self) -> None:
+        fax, rax = self.fit_ax, self.residual_ax
+        k = self.labels.index(self.reference)
+        colour = CURVE_STYLES[k % len(CURVE_STYLES)][0]
+        fit_colour = FIT_COLOURS[k % len(FIT_COLOURS)]
+        self._keep("detail:counts", fax.stairs([0], [0, 1], color=colour, lw=1.2,
+                                               label=f"{self.reference}: counts"))
+        self._keep("detail:errors", fax.vlines([], [], [], color=colour, lw=0.8))
+        self._keep("detail:fit", fax.plot([], [], color=fit_colour, lw=2.2, zorder=5)[0])
+        for part in ("Kα", "Kβ", "background"):
+            self._keep(f"detail:{part}", fax.plot([], [], color=COMPONENT_COLOURS[part],
+                                                  lw=1.4, ls="--", zorder=4)[0])
+        self._keep("detail:compare", fax.plot([], [], color=COMPONENT_COLOURS["compare"],
+                                              lw=1.6, ls="-.", zorder=4)[0])
+        fax.set_ylabel("clusters per bin")
+        fax.set_title(f"fit region ({self.reference})", fontsize="medium")
+        self._keep("residual:zero", rax.axhline(0.0, color="0.5", lw=0.8))
+        self._keep("residual:fit", rax.plot([], [], "o", ms=2.5, color=fit_colour)[0])
+        self._keep("residual:compare", rax.plot([], [], "s", ms=2.5, mfc="none",
+                                                color=COMPONENT_COLOURS["compare"])[0])
+        rax.set_ylabel("(counts − fit)/√fit")
+        rax.set_xlabel(f"energy ({self.units})")
 
     def _x(self, energy: np.ndarray | float):
         """Energies in the spectra's units on the axis (divided by the gain with one)."""
         return np.asarray(energy, float) / self.gain if self.gain else np.asarray(energy, float)
 
-    def update(self, spectra: xr.DataArray, fits: xr.Dataset | None = None) -> None:
-        """Show new counts, on the same or other edges, and new fits (None: no fits).
+    def update(self, spectra: xr.DataArray, fits: xr.Dataset | None = None,
+               compare_fits: xr.Dataset | None = None) -> None:
+        """Show new counts, on the same or other edges, and new fits (None: no fits);
+        ``compare_fits`` as for the view.
 
         Raises
         ------
@@ -229,8 +369,12 @@ class SpectrumView(View):
         self._top = top
         self._set_count_limits()
         self.artists["title"].set_text(run_title(spectra))
+        self.artists["scale"].set_text(scale_text(spectrum_edges(spectra), self._data_units,
+                                                  self.gain))
         if self.ratio_ax is not None:
             self._draw_ratio(spectra)
+        if self.fit_ax is not None:
+            self._draw_detail(spectra, fits, compare_fits)
 
     def set_log(self, log: bool) -> None:
         """Show the counts on a log (True) or linear axis, limits fitted to the counts."""
@@ -257,6 +401,63 @@ class SpectrumView(View):
         peak.set_visible(True)
         note.set_text(f"{label}: {fit.summary(self._fit_scale, self.units)}")
 
+    def _draw_detail(self, spectra: xr.DataArray, fits: xr.Dataset | None,
+                     compare_fits: xr.Dataset | None) -> None:
+        """The reference's fit window: counts with Poisson errors, the fit and its parts,
+        a second model's fit, and both residuals with their chi²/ndf in the legend."""
+        a, label = self.artists, self.reference
+        fitted = fits is not None and label in fits["finder"].to_numpy()
+        other = compare_fits is not None and label in compare_fits["finder"].to_numpy()
+        for role in ("fit", "Kα", "Kβ", "background", "compare"):
+            a[f"detail:{role}"].set_data([], [])
+            a[f"detail:{role}"].set_label(f"_{role}")  # out of the legend unless drawn below
+        a["residual:fit"].set_data([], [])
+        a["residual:compare"].set_data([], [])
+        a["detail:errors"].set_segments([])
+        if not fitted:
+            a["detail:counts"].set_data([0], [0, 1])
+            a["detail:legend"] = self._detail_legend()
+            return
+        fit = peak_fit(fits, label)
+        one = spectra.sel(finder=label)
+        edges, counts = spectrum_edges(one), one.to_numpy()
+        centres = 0.5 * (edges[:-1] + edges[1:])
+        inside = (edges[:-1] >= fit.window[0]) & (edges[1:] <= fit.window[1])
+        first, last = np.flatnonzero(inside)[[0, -1]] if inside.any() else (0, 0)
+        a["detail:counts"].set_data(counts[first:last + 1], self._x(edges[first:last + 2]))
+        x, n = self._x(centres[first:last + 1]), counts[first:last + 1]
+        a["detail:errors"].set_segments([((xi, ni - np.sqrt(ni)), (xi, ni + np.sqrt(ni)))
+                                         for xi, ni in zip(x, n)])
+        energy = np.linspace(*fit.window, 300)
+        resid_x, pull, chi2 = fit_residuals(fit, centres, counts)
+        a["detail:fit"].set_data(self._x(energy), fit.evaluate(energy))
+        a["detail:fit"].set_label(f"{fit.model} fit, χ²/ndf {chi2:.2f}")
+        for part, values in fit_components(fit, energy).items():
+            a[f"detail:{part}"].set_data(self._x(energy), values)
+            a[f"detail:{part}"].set_label(part if part != "Kβ" else
+                                          f"Kβ ({fit.beta_ratio:.3f} × Kα)")
+        a["residual:fit"].set_data(self._x(resid_x), pull)
+        if other:
+            second = peak_fit(compare_fits, label)
+            energy2 = np.linspace(*second.window, 300)
+            x2, pull2, chi2_2 = fit_residuals(second, centres, counts)
+            a["detail:compare"].set_data(self._x(energy2), second.evaluate(energy2))
+            a["detail:compare"].set_label(
+                f"{second.model} fit, χ²/ndf {chi2_2:.2f}:\n"
+                f"{second.summary(self._fit_scale, self.units)}")
+            a["residual:compare"].set_data(self._x(x2), pull2)
+        self.fit_ax.set_xlim(*self._x(np.array(fit.window)))
+        self.fit_ax.set_ylim(0, 1.12 * max(1.0, float(np.max(n + np.sqrt(n)))))
+        self.residual_ax.relim()
+        self.residual_ax.autoscale_view(scalex=False)
+        a["detail:legend"] = self._detail_legend()
+
+    def _detail_legend(self):
+        """The fit region's legend, made anew: its entries are the parts drawn now."""
+        legend = self.fit_ax.legend(loc="upper right", fontsize="x-small", frameon=False)
+        legend.set_gid("detail:legend")
+        return legend
+
     def _draw_ratio(self, spectra: xr.DataArray) -> None:
         ratio = spectrum_ratio(spectra, self.reference)
         error = spectrum_ratio_error(spectra, self.reference)
@@ -275,11 +476,14 @@ class SpectrumView(View):
 
 def spectrum_plot(spectra: xr.DataArray, fits: xr.Dataset | None = None, *, log: bool = True,
                   ratio: bool = True, reference: str | None = None, gain: float | None = None,
-                  fig: Figure | None = None) -> Figure:
+                  detail: bool = False, compare_fits: xr.Dataset | None = None,
+                  note: str | None = None, fig: Figure | None = None) -> Figure:
     """Draw a `SpectrumView` and return its figure.
 
     Spectra come from `aare_lab.spectra.spectra` (or `aare_lab.spectrum`), fits from
-    `aare_lab.spectra.fit_peaks`; ``gain`` is for spectra in ADU only (`SpectrumView`).
+    `aare_lab.spectra.fit_peaks`; ``gain`` is for spectra in ADU only; ``detail`` adds the
+    fit region with the fit's parts and residuals, ``compare_fits`` a second model's fits
+    there (`SpectrumView`).
     """
     return SpectrumView(spectra, fits, log=log, ratio=ratio, reference=reference, gain=gain,
-                        fig=fig).figure
+                        detail=detail, compare_fits=compare_fits, note=note, fig=fig).figure
