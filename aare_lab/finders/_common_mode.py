@@ -19,7 +19,7 @@ from ..common_mode import FRACTION_BITS
 SCALE = float(2 ** FRACTION_BITS)
 INV_SCALE = 1.0 / SCALE
 PASSES = 2
-ROWS_PER_TASK = 8
+ROWS_PER_TASK = 16
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -32,37 +32,58 @@ def fixed_point(value):
 def add_region_sums(v, thr, labels, centre, i0, i1, sums, counts):
     """Add the pixels of rows ``i0..i1-1`` with ``|v - centre[label]| <= thr`` to their region.
 
-    A row is taken as runs of pixels of one label (regions are runs of columns), each
-    summed by `run_sums` in one vectorised pass.
+    Consecutive rows of the same labels (regions are mostly blocks of columns) are summed
+    per column in full-row vector passes (`add_column_sums`), and the columns into their
+    regions once per such block of rows (`columns_to_regions`).
     """
     nx = v.shape[1]
+    column_sums = np.zeros(nx, np.int64)
+    column_counts = np.zeros(nx, np.int64)
+    centres = np.empty(nx, v.dtype)
+    first = i0
     for i in range(i0, i1):
-        j = 0
-        while j < nx:
-            r = labels[i, j]
-            k = j + 1
-            while k < nx and labels[i, k] == r:
-                k += 1
-            if r >= 0:
-                total, n = run_sums(v[i, j:k], thr[i, j:k], centre[r])
-                sums[r] += total
-                counts[r] += n
-            j = k
+        if i == first or not same_labels(labels[i], labels[first]):
+            if i > first:
+                columns_to_regions(labels[first], column_sums, column_counts, sums, counts)
+            first = i
+            for j in range(nx):
+                r = labels[i, j]
+                centres[j] = centre[max(r, 0)]
+        add_column_sums(v[i], thr[i], centres, column_sums, column_counts)
+    if i1 > i0:
+        columns_to_regions(labels[first], column_sums, column_counts, sums, counts)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def run_sums(v, thr, centre):
-    """The fixed-point sum and the count of the pixels with ``|v - centre| <= thr``.
+def same_labels(a, b):
+    """Whether two rows of labels are equal."""
+    differ = 0
+    for j in range(len(a)):
+        differ += a[j] != b[j]
+    return differ == 0
 
-    Branch-free, so that it compiles to vector code; the sum is exact in any order.
-    """
-    total = np.int64(0)
-    n = np.int64(0)
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def add_column_sums(v, thr, centres, column_sums, column_counts):
+    """Add each pixel of a row with ``|v - centre| <= thr`` to its column's fixed-point sum
+    and count. Branch-free, so that it compiles to vector code."""
     for j in range(len(v)):
-        take = abs(v[j] - centre) <= thr[j]
-        total += fixed_point(v[j]) if take else 0
-        n += take
-    return total, n
+        take = abs(v[j] - centres[j]) <= thr[j]
+        column_sums[j] += fixed_point(v[j]) if take else 0
+        column_counts[j] += take
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def columns_to_regions(labels, column_sums, column_counts, sums, counts):
+    """Add the columns' sums and counts to their regions (excluded columns: none) and
+    zero them. The integer sums are exact, so the order does not matter."""
+    for j in range(len(labels)):
+        r = labels[j]
+        if r >= 0:
+            sums[r] += column_sums[j]
+            counts[r] += column_counts[j]
+        column_sums[j] = 0
+        column_counts[j] = 0
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -89,11 +110,14 @@ def corrections(labels, centre, corr):
 def first_pass_rows(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, labels, centre,
                     i0, i1, sums, counts):
     """Rows ``i0..i1-1``: the plain values ``v`` and thresholds ``thr`` from the frame-start
-    state, and the first pass's sums (``centre`` zeroed), each row while it is in cache."""
-    for i in range(i0, i1):
-        values_row(frame[i], off[i], s[i], N, v[i], None)
-        thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr[i])
-        add_region_sums(v, thr, labels, centre, i, i + 1, sums, counts)
+    state, and the first pass's sums (``centre`` zeroed), a few rows at a time while they
+    are in cache."""
+    for b0 in range(i0, i1, ROWS_PER_TASK):
+        b1 = min(b0 + ROWS_PER_TASK, i1)
+        for i in range(b0, b1):
+            values_row(frame[i], off[i], s[i], N, v[i], None)
+            thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr[i])
+        add_region_sums(v, thr, labels, centre, b0, b1, sums, counts)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
