@@ -15,6 +15,7 @@ from ..spectra import (
     spectrum_ratio_error,
     spectrum_units,
 )
+from ..fit import value_and_error
 from ..results import spectrum_edges
 from ._figure import figure_for
 from ._view import View
@@ -240,6 +241,7 @@ class SpectrumView(View):
         self.figure = figure_for(fig, (12.5 if detail else 7.5, height + 0.3 * bool(note)),
                                  managed)
         self._layout_axes(has_ratio, detail)
+        self._annotation_lines = 3 if detail else 1
         self.artists = {}
         ax, edges = self.ax, spectrum_edges(spectra)
         stroke = [patheffects.withStroke(linewidth=3.0, foreground="white")]
@@ -258,15 +260,20 @@ class SpectrumView(View):
             # Under the legend (one line per finder), right-aligned: clear of the curves'
             # rising edge on the left and of the legend's longer lines. Above the fit curve:
             # a doublet's line reaches across the peak, whose dashes hid its digits.
+            # Beside the fit region the panel is narrower: one line per quantity there.
             self._keep(f"annotation:{label}", ax.text(
-                0.98, 0.93 - 0.065 * (len(self.labels) + k), "", transform=ax.transAxes,
+                0.98, 0.93 - 0.065 * (len(self.labels) + k * self._annotation_lines),
+                "", transform=ax.transAxes,
                 va="top", ha="right", fontsize="small", color=fit_colour, zorder=11,
                 bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none", "pad": 1.5}))
         ax.set_ylabel("clusters per bin")
         self._keep("legend", ax.legend(loc="upper right", frameon=False, fontsize="small"))
         self._keep("title", ax.set_title(""))
-        self._keep("scale", ax.text(0.02, 0.98, "", transform=ax.transAxes, va="top",
-                                    ha="left", fontsize="small", color="0.25"))
+        # Bottom left: clear of the legend and the peaks; over the few noise counts there.
+        self._keep("scale", ax.text(0.02, 0.02, "", transform=ax.transAxes, va="bottom",
+                                    ha="left", fontsize="small", color="0.25", zorder=11,
+                                    bbox={"facecolor": "white", "alpha": 0.8,
+                                          "edgecolor": "none", "pad": 1.5}))
         if self.ratio_ax is not None:
             rax = self.ratio_ax
             self._keep("unity", rax.axhline(1.0, color="0.5", lw=0.8))
@@ -399,7 +406,8 @@ class SpectrumView(View):
         curve.set_data(self._x(energy), fit.evaluate(energy))
         peak.set_xdata([self._x(fit.position)] * 2)
         peak.set_visible(True)
-        note.set_text(f"{label}: {fit.summary(self._fit_scale, self.units)}")
+        text = f"{label}: {fit.summary(self._fit_scale, self.units)}"
+        note.set_text(text.replace(", ", ",\n") if self._annotation_lines > 1 else text)
 
     def _draw_detail(self, spectra: xr.DataArray, fits: xr.Dataset | None,
                      compare_fits: xr.Dataset | None) -> None:
@@ -442,12 +450,14 @@ class SpectrumView(View):
             energy2 = np.linspace(*second.window, 300)
             x2, pull2, chi2_2 = fit_residuals(second, centres, counts)
             a["detail:compare"].set_data(self._x(energy2), second.evaluate(energy2))
-            a["detail:compare"].set_label(
-                f"{second.model} fit, χ²/ndf {chi2_2:.2f}:\n"
-                f"{second.summary(self._fit_scale, self.units)}")
+            peak = value_and_error(second.position * self._fit_scale,
+                                   second.position_err * self._fit_scale)
+            a["detail:compare"].set_label(f"{second.model} fit, χ²/ndf {chi2_2:.2f},\n"
+                                          f"peak {peak} {self.units}")
             a["residual:compare"].set_data(self._x(x2), pull2)
         self.fit_ax.set_xlim(*self._x(np.array(fit.window)))
-        self.fit_ax.set_ylim(0, 1.12 * max(1.0, float(np.max(n + np.sqrt(n)))))
+        # Head room for the legend above the peak.
+        self.fit_ax.set_ylim(0, 1.6 * max(1.0, float(np.max(n + np.sqrt(n)))))
         self.residual_ax.relim()
         self.residual_ax.autoscale_view(scalex=False)
         a["detail:legend"] = self._detail_legend()
