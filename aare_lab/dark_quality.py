@@ -222,6 +222,9 @@ class DarkQuality:
     pixels
         The pedestal's pixels with rms 0 or far above the others
         (`aare_lab.dark_pixels.DarkPixels`); None when not looked at.
+    frames_skipped
+        Dark frames left out at the start of their acquisitions before training
+        (`aare_lab.Pedestal.dark_frames_skipped`).
     """
 
     n_sigma: float
@@ -230,6 +233,7 @@ class DarkQuality:
     spread: EstimateSpread
     n_pixels: int
     pixels: DarkPixels | None = field(default=None, compare=False, repr=False)
+    frames_skipped: int = 0
 
     @property
     def false_rate_factor(self) -> float:
@@ -259,11 +263,14 @@ class DarkQuality:
     @property
     def attrs(self) -> dict:
         """The result attributes: ``dark_frames``, ``dark_effective_frames`` (of the rms),
-        ``dark_rms_relative_uncertainty`` and ``dark_expected_false_rate_factor``."""
+        ``dark_rms_relative_uncertainty`` and ``dark_expected_false_rate_factor``; and
+        ``dark_frames_skipped`` when some were skipped."""
         return {"dark_frames": self.dark_frames,
                 "dark_effective_frames": self.spread.effective_frames,
                 "dark_rms_relative_uncertainty": self.spread.rms_relative_uncertainty,
-                "dark_expected_false_rate_factor": self.false_rate_factor}
+                "dark_expected_false_rate_factor": self.false_rate_factor,
+                **({"dark_frames_skipped": self.frames_skipped} if self.frames_skipped
+                   else {})}
 
     def summary(self) -> str:
         """One sentence: the uncertainty, the rise, and the dark frames that would do."""
@@ -320,7 +327,8 @@ def assess_dark(pedestal: Pedestal, n_sigma: float) -> DarkQuality:
     ny, nx = pedestal.frame_shape
     spread = estimate_spread(pedestal.n_frames, pedestal.n_pedestal, pedestal.noise)
     return DarkQuality(float(n_sigma), pedestal.n_frames, pedestal.n_pedestal, spread,
-                       ny * nx, dark_pixels(pedestal.mean, pedestal.rms))
+                       ny * nx, dark_pixels(pedestal.mean, pedestal.rms),
+                       pedestal.dark_frames_skipped)
 
 
 __all__ = [

@@ -4,7 +4,9 @@
 and as an HTML table) and for ``aare-lab dark``: the pixels with rms 0 and the hot pixels of
 `aare_lab.dark_pixels`, in the words a finder's `aare_lab.dark_pixels.DarkPixelWarning`
 uses. Photon hits in the dark frames are those
-`aare_lab.train_pedestal` found (`aare_lab.dark_photons`), kept with the pedestal.
+`aare_lab.train_pedestal` found (`aare_lab.dark_photons`), kept with the pedestal. Given
+the dark frames, it names those whose residual noise stands out
+(`aare_lab.dark_frame_noise`) and proposes ``--skip-first`` when they start acquisitions.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
+from .dark_frame_noise import FrameNoise, frame_noise
 from .dark_photons import MIN_SAMPLE_FRAMES, DarkPhotons
 from .dark_pixels import HOT_ROBUST_Z
 from .dark_quality import DarkQuality, assess_dark
@@ -39,19 +42,25 @@ class DarkReport:
     photons
         The pedestal's ``dark_photons``: photon hits in its dark frames, None when they
         were not checked.
+    frames
+        The residual noise of each dark frame (`aare_lab.dark_frame_noise.FrameNoise`),
+        None when the frames were not given.
     """
 
     statistics: xr.Dataset
     quality: DarkQuality
     photons: DarkPhotons | None = None
+    frames: FrameNoise | None = None
 
     def lines(self) -> list[str]:
         """The report as text lines (``aare-lab dark`` prints them)."""
         s = self.statistics
         q = s["rms_quantile"]
         at = {float(v): float(r) for v, r in zip(q["quantile"].to_numpy(), q.to_numpy())}
+        skipped = self.quality.frames_skipped
         out = [(f"dark frames: {s.attrs['dark_frames']} (n_pedestal={s.attrs['n_pedestal']}), "
-                f"{s.sizes['y']}x{s.sizes['x']} pixels"),
+                f"{s.sizes['y']}x{s.sizes['x']} pixels"
+                + (f"; {skipped} left out at the start of acquisitions" if skipped else "")),
                "rms (ADU): " + ", ".join(f"{label} {at[p]:.3g}" for label, p in (
                    ("min", 0.0), ("1%", 0.01), ("median", 0.5), ("99%", 0.99), ("max", 1.0))),
                f"mean (ADU): median {float(s['mean_quantile'].sel(quantile=0.5)):.6g}",
@@ -59,6 +68,8 @@ class DarkReport:
         if self.quality.pixels.unreachable(self.quality.n_sigma):
             out.append(self.quality.pixel_warning)
         out.append(self.quality.summary())
+        if self.frames is not None:
+            out.extend(self.frames.lines())
         out.append(self.photons.summary() if self.photons is not None else
                    "photon hits in the dark frames: not checked (train_pedestal checks "
                    f"{MIN_SAMPLE_FRAMES} or more; these were pushed otherwise, or the "
@@ -75,7 +86,7 @@ class DarkReport:
         return f"<table><caption>{html.escape(head)}</caption>{cells}</table>"
 
 
-def dark_report(pedestal: Pedestal, n_sigma: float = 5.0) -> DarkReport:
+def dark_report(pedestal: Pedestal, n_sigma: float = 5.0, frames=None) -> DarkReport:
     """The statistics of the dark frames a pedestal was trained on, at threshold nσ.
 
     Parameters
@@ -84,6 +95,10 @@ def dark_report(pedestal: Pedestal, n_sigma: float = 5.0) -> DarkReport:
         A trained `Pedestal` (e.g. from `aare_lab.train_pedestal`).
     n_sigma
         The threshold the false-cluster assessment is made for.
+    frames
+        The dark frames it was trained on (a finite `aare_lab.sources.FrameSource`, read
+        once more), to name those whose residual noise stands out
+        (`aare_lab.dark_frame_noise.frame_noise`); None leaves them out.
 
     Examples
     --------
@@ -116,7 +131,16 @@ def dark_report(pedestal: Pedestal, n_sigma: float = 5.0) -> DarkReport:
     photons = pedestal.dark_photons
     if photons is not None:
         stats.attrs.update(photons.attrs)
-    return DarkReport(stats, quality, photons)
+    noise = None if frames is None else frame_noise(pedestal, frames)
+    if noise is not None:
+        stats["frame_residual_rms"] = ("dark_frame", noise.residual_rms,
+                                       {"long_name": "residual noise of the dark frame",
+                                        "units": "ADU"})
+        stats["frame_offset"] = ("dark_frame", noise.offset,
+                                 {"long_name": "median residual of the dark frame",
+                                  "units": "ADU"})
+        stats = stats.assign_coords(dark_frame=noise.numbers)
+    return DarkReport(stats, quality, photons, noise)
 
 
 __all__ = ["HOT_ROBUST_Z", "QUANTILES", "DarkReport", "dark_report"]

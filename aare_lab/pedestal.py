@@ -74,6 +74,9 @@ class Pedestal:
         The files it came from, by role: ``dark`` (the dark frames' file, trained on by
         `push_dark` or `aare_lab.train_pedestal`) and, once loaded, ``pedestal`` (its file),
         each as `aare_lab.sources.files.input_record` gives it; results record them.
+    dark_frames_skipped
+        Dark frames left out at the start of their acquisitions before training
+        (``skip_first``, `aare_lab.sources.without_first`), kept by `save` and `load`.
 
     Examples
     --------
@@ -107,6 +110,7 @@ class Pedestal:
         self._row = np.empty(shape[1], self.dtype)
         self.dark_photons = None
         self.inputs: dict[str, dict] = {}
+        self.dark_frames_skipped = 0
 
     # ------------------------------------------------------------------ state
     @property
@@ -170,6 +174,7 @@ class Pedestal:
         new.n_frames = self.n_frames
         new.dark_photons = self.dark_photons
         new.inputs = dict(self.inputs)
+        new.dark_frames_skipped = self.dark_frames_skipped
         new._sum, new._sum2 = self._sum.copy(), self._sum2.copy()
         if self.ready:
             new.off, new.s, new.s2 = self.off.copy(), self.s.copy(), self.s2.copy()
@@ -209,6 +214,7 @@ class Pedestal:
                     f"pedestal is {self.frame_shape[0]}x{self.frame_shape[1]}")
             for chunk in source.chunks(DARK_CHUNK):
                 self.push_dark(chunk.frames)
+            self.dark_frames_skipped += source.frames_skipped
             return
         stack = as_frame_stack(frames, self.frame_shape, what="dark frames")
         for frame in stack:
@@ -280,6 +286,8 @@ class Pedestal:
                  "dtype": self.dtype.name, "noise": self.noise,
                  "frame_shape": np.asarray(self.frame_shape, np.int64),
                  "aare_lab_version": __version__}
+        if self.dark_frames_skipped:
+            attrs["dark_frames_skipped"] = self.dark_frames_skipped
         if self.dark_photons is not None:
             attrs.update({f"{PHOTONS_PREFIX}{name}": value
                           for name, value in asdict(self.dark_photons).items()})
@@ -309,6 +317,7 @@ class Pedestal:
             ped = cls(tuple(a["frame_shape"]), int(a["n_pedestal"]), str(a["dtype"]),
                       str(a["noise"]))
             ped.n_frames = int(a["n_frames"])
+            ped.dark_frames_skipped = int(a.get("dark_frames_skipped", 0))
             ped.inputs = {**json.loads(a.get("inputs", "{}")), "pedestal": input_record(path)}
             # Own, writable, C-ordered copies: the compiled updates write into them.
             ped._sum, ped._sum2 = (np.array(ds[name], np.float64, order="C")

@@ -14,7 +14,7 @@ from .destination import Destination
 from .dark_photons import DarkPhotonSample, IlluminatedDarkWarning
 from .jungfrau import GainBitsTally, GainBitsWarning, gain_bits_per_frame
 from .pedestal import DARK_CHUNK, Pedestal
-from .sources import FrameSource, open_source
+from .sources import FrameSource, open_source, without_first
 from .spec import FinderSpec
 
 
@@ -53,7 +53,7 @@ def check_frame_shapes(dark: FrameSource, frames) -> None:
 def train_pedestal(dark, n_pedestal: int = 1000, *, dtype: str = "float64",
                    noise: str = "running", progress: bool = True,
                    option: str = "n_pedestal", g0_only: bool = False,
-                   notes: list[str] | None = None) -> Pedestal:
+                   notes: list[str] | None = None, skip_first: int = 0) -> Pedestal:
     """Train a `Pedestal` on dark frames.
 
     Parameters
@@ -76,12 +76,16 @@ def train_pedestal(dark, n_pedestal: int = 1000, *, dtype: str = "float64",
     notes
         A list that receives the texts of the warnings below instead of their warnings,
         for a caller whose warnings nobody would see (a widget's worker thread).
+    skip_first
+        Leave out the first frames of each acquisition of ``dark``
+        (`aare_lab.sources.without_first`); the pedestal counts them
+        (``dark_frames_skipped``).
 
     Raises
     ------
     ValueError
-        If there are fewer than ``n_pedestal`` dark frames, or with ``g0_only`` a dark
-        frame that is not all G0.
+        If there are fewer than ``n_pedestal`` dark frames (after ``skip_first``), or with
+        ``g0_only`` a dark frame that is not all G0.
 
     Warns
     -----
@@ -92,7 +96,7 @@ def train_pedestal(dark, n_pedestal: int = 1000, *, dtype: str = "float64",
         When a sample of the dark frames holds photon hits (the beam was on); the numbers
         are kept as the pedestal's ``dark_photons`` either way.
     """
-    source = open_source(dark)
+    source = without_first(open_source(dark), skip_first)
     if source.n_frames is not None and source.n_frames < n_pedestal:
         raise ValueError(
             f"too few dark frames in {source.describe()}: {source.n_frames} given, "
@@ -107,6 +111,7 @@ def train_pedestal(dark, n_pedestal: int = 1000, *, dtype: str = "float64",
             pedestal.push_dark(chunk.frames)
             bar.update(len(chunk.numbers))
     pedestal.require_ready()
+    pedestal.dark_frames_skipped += source.frames_skipped
     checks.report(pedestal, notes, stacklevel=2)
     return pedestal
 
@@ -179,13 +184,14 @@ def dark_frames_of(source) -> str:
 
 
 def train_pedestal_for(spec: FinderSpec, dark, n_pedestal: int, *, progress: bool = True,
-                       option: str = "n_pedestal",
-                       notes: list[str] | None = None) -> Pedestal:
+                       option: str = "n_pedestal", notes: list[str] | None = None,
+                       skip_first: int = 0) -> Pedestal:
     """`train_pedestal` as ``spec`` asks: its dtype and noise model, and all-G0 dark
     frames when it has a calibration; ``spec.n_pedestal`` wins over ``n_pedestal``."""
     return train_pedestal(dark, spec.n_pedestal or n_pedestal, dtype=spec.pedestal_dtype,
                           noise=spec.noise, progress=progress, option=option,
-                          g0_only=spec.calibration is not None, notes=notes)
+                          g0_only=spec.calibration is not None, notes=notes,
+                          skip_first=skip_first)
 
 
 def require_g0(chunk, source: FrameSource) -> None:
@@ -207,7 +213,8 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
                   window_dtype: str = "int32", common_mode=None, calibration=None,
                   branch_maps: bool | Iterable[int] | None = None, progress: bool = True,
                   out: str | PathLike | None = None, overwrite: bool = False,
-                  compression: str = "deflate", **finder_options) -> xr.Dataset:
+                  compression: str = "deflate", skip_first: int = 0,
+                  **finder_options) -> xr.Dataset:
     """Train a pedestal on ``dark`` (or take ``pedestal``) and find clusters in ``frames``.
 
     Parameters
@@ -238,6 +245,10 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
         A result file to write chunk by chunk, whether an existing one may be replaced, and
         how it is stored (`aare_lab.finders.Finder.find`); the result is then opened lazily
         from it.
+    skip_first
+        Leave out the first frames of each acquisition of ``frames`` and ``dark``
+        (`aare_lab.sources.without_first`: a file is one acquisition); the result counts
+        them (attributes ``skip_first``, ``frames_skipped``, ``dark_frames_skipped``).
     **finder_options
         Passed to the finder class (``threads``, ``on_truncation``, ``chunk_frames``...).
 
@@ -293,7 +304,8 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
                         f"both (got spec and {', '.join(given)})")
     destination = None if out is None else Destination(out, overwrite)
     try:
-        pedestal, frames = _pedestal_for(spec, frames, dark, pedestal, n_pedestal, progress)
+        pedestal, frames = _pedestal_for(spec, frames, dark, pedestal, n_pedestal, progress,
+                                         skip_first)
         runner = spec.make_finder(pedestal, **finder_options)
         return runner.find(frames, branch_maps=branch_maps, progress=progress,
                            out=destination, compression=compression)
@@ -302,16 +314,17 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
             destination.release()
 
 
-def _pedestal_for(spec, frames, dark, pedestal, n_pedestal, progress):
+def _pedestal_for(spec, frames, dark, pedestal, n_pedestal, progress, skip_first):
     """`find_clusters`' pedestal (trained on ``dark``, or a copy of ``pedestal``) and its
-    frames (a file opened once)."""
+    frames (a file opened once, without its first ``skip_first`` frames)."""
+    if isinstance(frames, (str, PathLike)) or skip_first:
+        frames = without_first(open_source(frames), skip_first)
     if pedestal is None:
         if dark is None:
             raise ValueError("give dark frames (dark=...) or a trained pedestal (pedestal=...)")
-        if isinstance(frames, (str, PathLike)):
-            frames = open_source(frames)
         dark = open_source(dark)
         check_frame_shapes(dark, frames)
-        return train_pedestal_for(spec, dark, n_pedestal, progress=progress), frames
+        return train_pedestal_for(spec, dark, n_pedestal, progress=progress,
+                                  skip_first=skip_first), frames
     pedestal.require_ready()
     return pedestal.copy(), frames

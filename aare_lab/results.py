@@ -16,6 +16,9 @@ them):
   aare_lab_version; and from the pedestal ``dark_frames``, ``dark_effective_frames``,
   ``dark_rms_relative_uncertainty`` and ``dark_expected_false_rate_factor`` (what its dark
   frames mean for false clusters, `aare_lab.dark_quality`);
+- with ``skip_first`` (frames left out at the start of each acquisition,
+  `aare_lab.sources.without_first`): attributes ``skip_first`` and ``frames_skipped`` (the
+  data frames left out), and ``dark_frames_skipped`` (the dark frames', from the pedestal);
 - with int16 windows: ``n_window_clipped(frame)`` the stored taps at the int16 limits, which
   may have been clipped (`aare_lab.clipping`);
 - with a JUNGFRAU calibration (attribute ``calibration_sha256``, `aare_lab.spec`):
@@ -67,7 +70,8 @@ def make_result(*, spec: FinderSpec, frame_shape: tuple[int, int], frame_numbers
                 dark: DarkQuality | None = None,
                 energy: np.ndarray | None = None,
                 n_window_clipped: np.ndarray | None = None,
-                inputs: Mapping[str, dict] | None = None) -> xr.Dataset:
+                inputs: Mapping[str, dict] | None = None,
+                skipped: Mapping[str, int] | None = None) -> xr.Dataset:
     """Assemble a finder run into the result Dataset and stamp its provenance.
 
     Parameters
@@ -100,6 +104,9 @@ def make_result(*, spec: FinderSpec, frame_shape: tuple[int, int], frame_numbers
     n_window_clipped
         With int16 windows, `aare_lab.clipping.clipped_taps` of ``windows``, when the
         caller has them already.
+    skipped
+        ``skip_first`` and ``frames_skipped`` of the frames' source, stamped as attributes
+        when ``skip_first`` is set (`aare_lab.sources.without_first`).
 
     Returns
     -------
@@ -149,6 +156,7 @@ def make_result(*, spec: FinderSpec, frame_shape: tuple[int, int], frame_numbers
             "aare_lab_version": __version__,
             **({} if dark is None else dark.attrs),
             **({"inputs": json.dumps(dict(inputs), sort_keys=True)} if inputs else {}),
+            **(dict(skipped) if skipped and skipped.get("skip_first") else {}),
         },
     )
     if spec.common_mode is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .options import positive_float, positive_int
+from .options import add_skip_first_option, positive_float, positive_int
 
 
 def register(subparsers) -> None:
@@ -14,8 +14,10 @@ def register(subparsers) -> None:
         description="Train a pedestal on dark frames and report the rms distribution, the "
                     "pixels with rms 0 and the hot pixels, how much the noise estimated "
                     "from this many frames raises the false-cluster rate at --n-sigma "
-                    "(with the number of dark frames that would keep it within bounds), and "
-                    "the photon hits in a sample of the dark frames (the beam on).")
+                    "(with the number of dark frames that would keep it within bounds), the "
+                    "frames whose residual noise stands out (with the --skip-first that "
+                    "leaves them out when they start acquisitions), and the photon hits in "
+                    "a sample of the dark frames (the beam on).")
     parser.add_argument("dark", metavar="DARK",
                         help="dark frames: .npy, .npz (file.npz:member), file.h5:/dataset "
                              "or a master file")
@@ -23,6 +25,7 @@ def register(subparsers) -> None:
                         help="train on the first N frames (default: all of them)")
     parser.add_argument("--n-sigma", type=positive_float, default=5.0,
                         help="the threshold the false-cluster rate is assessed at (default 5)")
+    add_skip_first_option(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(run=run)
 
@@ -31,13 +34,13 @@ def run(args: argparse.Namespace) -> int:
     """Execute ``aare-lab dark``."""
     from ..dark_report import dark_report
     from ..pipeline import train_pedestal
-    from ..sources import open_source
+    from ..sources import open_source, without_first
 
-    dark = open_source(args.dark)
+    dark = without_first(open_source(args.dark), args.skip_first)
     n_pedestal = dark.n_frames if args.n_pedestal is None else args.n_pedestal
     if n_pedestal is None:
         raise ValueError(f"{dark.describe()} is an endless stream: give --n-pedestal")
     pedestal = train_pedestal(dark, n_pedestal, progress=not args.quiet,
                               option="--n-pedestal")
-    print(dark_report(pedestal, args.n_sigma))
+    print(dark_report(pedestal, args.n_sigma, frames=dark))
     return 0

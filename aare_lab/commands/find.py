@@ -12,12 +12,13 @@ from ..destination import Destination, DestinationExists
 from ..pipeline import check_frame_shapes, train_pedestal_for
 from ..result_store import COMPRESSIONS
 from ..results import truncated_frames
-from ..sources import open_source, split_dark
+from ..sources import open_source, split_dark, without_first
 from .outputs import check_outputs
 from .options import (
     UsageError,
     add_calibration_option,
     add_finder_options,
+    add_skip_first_option,
     calibrated,
     finder_options,
     finder_spec,
@@ -49,6 +50,7 @@ def register(subparsers) -> None:
                              "it, for later runs' --pedestal (.nc)")
     add_finder_options(parser)
     add_calibration_option(parser)
+    add_skip_first_option(parser)
     parser.add_argument("--branch-maps", nargs="?", const="all", metavar="FRAMES",
                         help="store branch maps: all frames, or comma-separated frame numbers")
     parser.add_argument("--out", required=True, type=Path,
@@ -104,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _find(args: argparse.Namespace, destination: Destination) -> int:
     spec = calibrated(finder_spec(args), args.calibration)
-    frames = open_source(args.frames)
+    frames = without_first(open_source(args.frames), args.skip_first)
     progress = not args.quiet
     if args.pedestal is not None:
         pedestal, spec = load_pedestal(args.pedestal, spec, args.calibration)
@@ -112,7 +114,7 @@ def _find(args: argparse.Namespace, destination: Destination) -> int:
         if args.n_dark is not None:
             dark, frames = split_dark(frames, args.n_dark)
         else:
-            dark = open_source(args.dark)
+            dark = without_first(open_source(args.dark), args.skip_first)
             check_frame_shapes(dark, frames)
         pedestal = train_pedestal_for(spec, dark, spec.n_pedestal, progress=progress,
                                       option="--n-pedestal")

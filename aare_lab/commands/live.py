@@ -12,6 +12,7 @@ from ..live import LiveRun, checked_fit_window, fixed_edges
 from .options import (
     add_calibration_option,
     add_finder_options,
+    add_skip_first_option,
     calibrated,
     finder_options,
     finder_spec,
@@ -50,6 +51,7 @@ def register(subparsers) -> None:
                            "its own N, dtype and noise mode (with --calibration: the G0 "
                            "pedestal of a calibrated run)")
     add_finder_options(parser)
+    add_skip_first_option(parser)
     add_calibration_option(parser)
     parser.add_argument("--out", required=True, type=Path, metavar="DIR",
                         help="folder for spectrum.nc, stats.json (and clusters.nc)")
@@ -89,6 +91,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``aare-lab live``."""
+    from ..sources import without_first
     from ..sources.sls_stream import StreamSource
 
     spec = calibrated(finder_spec(args), args.calibration)
@@ -106,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
     with StreamSource(args.endpoints, chunk_frames=chunk_frames,
                       queue_chunks=args.queue_chunks, incomplete=args.incomplete,
                       stop_at_end=args.stop_at_end) as source:
-        live = LiveRun(source, spec, args.out, pedestal=pedestal, n_dark=args.n_dark,
+        live = LiveRun(without_first(source, args.skip_first), spec, args.out,
+                       pedestal=pedestal, n_dark=args.n_dark,
                        edges=edges, clusters=args.clusters, interval=args.interval,
                        duration=args.duration, on_truncation=args.on_truncation,
                        report=lambda line: print(line, flush=True),

@@ -203,6 +203,16 @@ def finder_options(args: argparse.Namespace) -> dict:
     return {} if args.threads is None else {"threads": args.threads}
 
 
+def add_skip_first_option(parser: argparse.ArgumentParser) -> None:
+    """``--skip-first N``: leave out the first frames of each acquisition
+    (`aare_lab.sources.without_first`), from dark training and from finding."""
+    parser.add_argument("--skip-first", type=non_negative_int, default=0, metavar="N",
+                        help="leave out the first N frames of each acquisition (a file, or "
+                             "the stream's acquisitions) from the dark frames and the data "
+                             "frames, counted in the result (default 0: none); `aare-lab "
+                             "dark` names frames whose noise stands out")
+
+
 def add_calibration_option(parser: argparse.ArgumentParser) -> None:
     """``--calibration FILE``: raw JUNGFRAU frames, found in keV (`calibrated`)."""
     parser.add_argument("--calibration", type=Path, metavar="FILE",

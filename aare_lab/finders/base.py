@@ -485,9 +485,11 @@ class Finder(ABC):
         inputs = dict(self.pedestal.inputs)
         if source is not None and source.origin is not None:
             inputs["frames"] = input_record(source.origin)
+        skipped = None if source is None else {"skip_first": source.skip_first,
+                                                "frames_skipped": source.frames_skipped}
         return functools.partial(make_result, spec=self.spec,
                                  frame_shape=self.pedestal.frame_shape, dark=dark,
-                                 inputs=inputs)
+                                 inputs=inputs, skipped=skipped)
 
     def _report(self, ds: xr.Dataset, tally: RunTally, dark, what: str,
                 warn: bool = True) -> xr.Dataset:

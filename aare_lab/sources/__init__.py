@@ -2,7 +2,8 @@
 or live from slsReceiver's ZeroMQ stream (`StreamSource`).
 
 `open_source` picks the source for an array or a file name; `split_dark` divides one
-into dark and data frames.
+into dark and data frames; `without_first` leaves out the first frames of each
+acquisition (`aare_lab.sources.skip`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .hdf5 import Hdf5Source, list_stacks, open_hdf5
 from .npy import NpySource, NpzSource
 from .paced import PacedSource
 from .raw import RawSource
+from .skip import LiveSkipFirst, SkipFirst, without_first
 
 #: Loaded on first use: the stream needs pyzmq, which reading files does not.
 _STREAM_NAMES = ("StreamSource", "StreamStats", "StreamTimeout")
@@ -36,16 +38,19 @@ __all__ = [
     "FrameChunk",
     "FrameSource",
     "Hdf5Source",
+    "LiveSkipFirst",
     "NpySource",
     "NpzSource",
     "PacedSource",
     "RawSource",
+    "SkipFirst",
     "SourceView",
     "StreamSource",
     "StreamStats",
     "StreamTimeout",
     "open_source",
     "split_dark",
+    "without_first",
 ]
 
 SUPPORTED = (

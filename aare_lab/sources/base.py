@@ -56,12 +56,17 @@ class FrameSource(ABC):
     origin
         The file spec the frames were opened from (`aare_lab.sources.open_source`), which
         results record with its files' fingerprints; None for frames from memory.
+    skip_first, frames_skipped
+        Frames left out at the start of each acquisition, and in all
+        (`aare_lab.sources.skip.without_first`); 0 for a source that leaves none out.
     """
 
     frame_shape: tuple[int, int]
     n_frames: int | None
     has_frame_numbers: bool
     origin: str | None = None
+    skip_first: int = 0
+    frames_skipped: int = 0
 
     @abstractmethod
     def describe(self) -> str:
@@ -75,6 +80,19 @@ class FrameSource(ABC):
         `split_dark`, never share a file position. The function may return fewer frames
         than asked only at the end of an endless stream.
         """
+
+    def acquisition_starts(self) -> np.ndarray:
+        """The positions where the source's acquisitions begin (``int64``, 0 first).
+
+        A file or an array is one acquisition (``[0]``); `aare_lab.sources.skip` labels
+        frames otherwise.
+        """
+        return np.zeros(1, np.int64)
+
+    def skipped_within(self, start: int, stop: int) -> int:
+        """The frames left out (`frames_skipped`) just before positions ``start:stop``,
+        so that views which divide a source (`split_dark`) count each once."""
+        return 0
 
     def chunks(self, chunk_frames: int = 64, start: int = 0,
                stop: int | None = None) -> Iterator[FrameChunk]:
@@ -172,9 +190,19 @@ class SourceView(FrameSource):
         self.frame_shape = base.frame_shape
         self.has_frame_numbers = base.has_frame_numbers
         self.origin = base.origin
+        self.skip_first = base.skip_first
+        self.frames_skipped = base.skipped_within(offset, offset + n_frames)
 
     def describe(self) -> str:
         return f"frames {self.offset}:{self.offset + self.n_frames} of {self.base.describe()}"
+
+    def acquisition_starts(self) -> np.ndarray:
+        # An acquisition begun before the view goes on in it: its start is not the view's.
+        starts = self.base.acquisition_starts() - self.offset
+        return starts[(starts >= 0) & (starts < self.n_frames)]
+
+    def skipped_within(self, start: int, stop: int) -> int:
+        return self.base.skipped_within(self.offset + start, self.offset + stop)
 
     @contextmanager
     def _reader(self) -> Iterator[Reader]:
