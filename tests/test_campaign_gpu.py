@@ -23,7 +23,9 @@ def test_a_gpu_campaign_equals_a_serial_loop(tmp_path):
     campaign = Campaign([str(p) for p in paths], spec, dark=str(tmp_path / "dark.npy"),
                         out=tmp_path / "out")
     with connected(gpus=gpus) as client:
-        pinned = set(client.run(os.environ.get, "CUDA_VISIBLE_DEVICES").values())
+        # A lambda, looked up on the worker: a bound os.environ.get would be pickled with
+        # this process's environment and read it there.
+        pinned = set(client.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES")).values())
         result = campaign.run(client, progress=False)
     assert pinned == set(gpus)
     assert set(result["status"].to_numpy()) == {"done"}
