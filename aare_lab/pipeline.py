@@ -317,7 +317,9 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
 def _pedestal_for(spec, frames, dark, pedestal, n_pedestal, progress, skip_first):
     """`find_clusters`' pedestal (trained on ``dark``, or a copy of ``pedestal``) and its
     frames (a file opened once, without its first ``skip_first`` frames)."""
-    if isinstance(frames, (str, PathLike)) or skip_first:
+    if hasattr(frames, "__cuda_array_interface__"):
+        frames = _device_frames_without_first(frames, skip_first)
+    elif isinstance(frames, (str, PathLike)) or skip_first:
         frames = without_first(open_source(frames), skip_first)
     if pedestal is None:
         if dark is None:
@@ -328,3 +330,20 @@ def _pedestal_for(spec, frames, dark, pedestal, n_pedestal, progress, skip_first
                                   skip_first=skip_first), frames
     pedestal.require_ready()
     return pedestal.copy(), frames
+
+
+def _device_frames_without_first(frames, skip_first: int):
+    """Frames on the GPU (a CuPy array, one acquisition) without their first
+    ``skip_first``: a view that stays on the device, as the cuda finder reads it, counting
+    what it left out."""
+    if not skip_first:
+        return frames
+    from .gpu.source import DeviceArraySource
+
+    stack = frames if frames.ndim != 2 else frames[None]
+    if skip_first >= len(stack):
+        raise ValueError(f"skip_first={skip_first} leaves no frame of the {len(stack)} "
+                         "frames on the GPU: skip fewer")
+    source = DeviceArraySource(stack[skip_first:])
+    source.skip_first, source.frames_skipped = skip_first, skip_first
+    return source

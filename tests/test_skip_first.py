@@ -138,6 +138,23 @@ def test_every_finder_finds_what_it_finds_in_the_frames_left(run, finder, tmp_pa
     assert not {"skip_first", "frames_skipped", "dark_frames_skipped"} & set(plain.attrs)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("on_device", [False, True])
+def test_the_cuda_finder_finds_what_the_frozen_finder_finds_in_the_frames_left(run, on_device):
+    import cupy
+
+    frames = cupy.asarray(run.frames) if on_device else run.frames
+    gpu = find_clusters(frames, run.dark, finder="cuda", n_pedestal=20, skip_first=2,
+                        progress=False)
+    cpu = find_clusters(run.frames, run.dark, finder="frozen", n_pedestal=20, skip_first=2,
+                        progress=False)
+    assert gpu.sizes["frame"] == 9
+    for name in ("frame_number", "y", "x", "window", "n_found", "frame"):
+        np.testing.assert_array_equal(gpu[name], cpu[name], err_msg=name)
+    assert (gpu.attrs["skip_first"], gpu.attrs["frames_skipped"],
+            gpu.attrs["dark_frames_skipped"]) == (2, 2, 2)
+
+
 def test_a_given_pedestal_skips_the_data_frames_only(run):
     pedestal = train_pedestal(run.dark, 20, progress=False)
     result = find_clusters(run.frames, pedestal=pedestal, skip_first=3, progress=False)
