@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from .pedestal import DARK_CHUNK, Pedestal
 
@@ -141,7 +142,7 @@ def _place(index: int, skipped: int) -> str:
                                                       else "")
 
 
-def frame_noise(pedestal: Pedestal, source) -> FrameNoise:
+def frame_noise(pedestal: Pedestal, source, progress: bool = False) -> FrameNoise:
     """The residual noise of each frame of ``source`` against ``pedestal``'s mean.
 
     Parameters
@@ -151,6 +152,8 @@ def frame_noise(pedestal: Pedestal, source) -> FrameNoise:
     source
         The dark frames, a finite `aare_lab.sources.FrameSource` (read once more, in
         chunks of `aare_lab.pedestal.DARK_CHUNK`).
+    progress
+        Show a progress bar.
 
     Raises
     ------
@@ -163,13 +166,16 @@ def frame_noise(pedestal: Pedestal, source) -> FrameNoise:
                          f"shape {pedestal.frame_shape}")
     mean = np.asarray(pedestal.mean, np.float64)
     numbers, offsets, rms = [], [], []
-    for chunk in source.chunks(DARK_CHUNK):
-        numbers.append(chunk.numbers)
-        for frame in chunk.frames:
-            residual = frame - mean
-            offset = float(np.median(residual))
-            offsets.append(offset)
-            rms.append(float(np.sqrt(np.mean((residual - offset) ** 2))))
+    with tqdm(total=source.n_frames, unit="frame", desc="frame noise",
+              disable=not progress) as bar:
+        for chunk in source.chunks(DARK_CHUNK):
+            numbers.append(chunk.numbers)
+            for frame in chunk.frames:
+                residual = frame - mean
+                offset = float(np.median(residual))
+                offsets.append(offset)
+                rms.append(float(np.sqrt(np.mean((residual - offset) ** 2))))
+            bar.update(len(chunk.numbers))
     n = len(offsets)
     starts = source.acquisition_starts()
     position = np.arange(n)

@@ -86,7 +86,8 @@ class DarkReport:
         return f"<table><caption>{html.escape(head)}</caption>{cells}</table>"
 
 
-def dark_report(pedestal: Pedestal, n_sigma: float = 5.0, frames=None) -> DarkReport:
+def dark_report(pedestal: Pedestal, n_sigma: float = 5.0, frames=None,
+                progress: bool = False) -> DarkReport:
     """The statistics of the dark frames a pedestal was trained on, at threshold nσ.
 
     Parameters
@@ -99,6 +100,8 @@ def dark_report(pedestal: Pedestal, n_sigma: float = 5.0, frames=None) -> DarkRe
         The dark frames it was trained on (a finite `aare_lab.sources.FrameSource`, read
         once more), to name those whose residual noise stands out
         (`aare_lab.dark_frame_noise.frame_noise`); None leaves them out.
+    progress
+        Show a progress bar while ``frames`` are read.
 
     Examples
     --------
@@ -131,7 +134,7 @@ def dark_report(pedestal: Pedestal, n_sigma: float = 5.0, frames=None) -> DarkRe
     photons = pedestal.dark_photons
     if photons is not None:
         stats.attrs.update(photons.attrs)
-    noise = None if frames is None else frame_noise(pedestal, frames)
+    noise = None if frames is None else frame_noise(pedestal, frames, progress)
     if noise is not None:
         stats["frame_residual_rms"] = ("dark_frame", noise.residual_rms,
                                        {"long_name": "residual noise of the dark frame",

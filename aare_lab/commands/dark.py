@@ -42,5 +42,5 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{dark.describe()} is an endless stream: give --n-pedestal")
     pedestal = train_pedestal(dark, n_pedestal, progress=not args.quiet,
                               option="--n-pedestal")
-    print(dark_report(pedestal, args.n_sigma, frames=dark))
+    print(dark_report(pedestal, args.n_sigma, frames=dark, progress=not args.quiet))
     return 0
