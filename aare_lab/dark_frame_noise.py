@@ -14,7 +14,7 @@ robust z alone would name differences no finder notices). At least `MIN_FRAMES` 
 needed to tell.
 
 In the real JUNGFRAU dark runs of PSI aare's test data (benchmarks/first_frame_noise.py)
-the first frame of each acquisition stands out: 27.5 and 27.0 ADU against 23.4-23.6 ADU
+the first frame of each acquisition stands out: 27.5 and 27.0 ADU against 23.4-23.7 ADU
 for the other nine, so `FrameNoise.suggested_skip` proposes ``--skip-first 1``.
 """
 
