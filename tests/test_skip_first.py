@@ -7,7 +7,6 @@ The real frames are the committed crop of PSI aare's JUNGFRAU dark runs
 
 import json
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 from aare_env import aare_python
 from live_helpers import live_cli
 
-from aare_lab import FinderSpec, Pedestal, find_clusters, load_result, train_pedestal
+from aare_lab import Pedestal, find_clusters, load_result, train_pedestal
 from aare_lab.cli import main
 from aare_lab.dark_frame_noise import FRAME_MIN_EXCESS, frame_noise
 from aare_lab.dark_report import dark_report
@@ -110,7 +109,8 @@ def test_training_without_the_first_frames_is_training_on_the_rest(run):
     for name, value in plain.state().items():
         np.testing.assert_array_equal(pedestal.state()[name], value, err_msg=name)
     assert (pedestal.dark_frames_skipped, plain.dark_frames_skipped) == (1, 0)
-    with pytest.raises(ValueError, match="without the first 2 frames of each acquisition: 19 given, n_pedestal=20"):
+    with pytest.raises(ValueError, match="without the first 2 frames of each acquisition: "
+                                         "19 given, n_pedestal=20"):
         train_pedestal(run.dark[:1].repeat(21, 0), 20, skip_first=2, progress=False)
 
 
@@ -272,7 +272,7 @@ class FakeStream:
 
 def chunk_of(numbers):
     numbers = np.asarray(numbers, np.int64)
-    return FrameChunk(numbers, stack(len(numbers), (1, 1)) + numbers.astype(np.uint16)[:, None, None])
+    return FrameChunk(numbers, numbers.astype(np.uint16).reshape(-1, 1, 1))
 
 
 def test_the_stream_loses_the_first_frames_of_each_acquisition_across_chunks():

@@ -2,9 +2,9 @@
 
 A detector's first frames after the start of an acquisition can be noisier than the rest:
 in the real JUNGFRAU dark runs of PSI aare's test data the first frame's residual noise is
-15-17 % above the others' (benchmarks/first_frame_noise.py, docs/algorithm.md). `without_first`
-hides the first ``n`` frames of every acquisition from whatever reads the source: dark
-training, every finder and the live run alike, with nothing changed in them.
+15-17 % above the others' (benchmarks/first_frame_noise.py). `without_first` hides the
+first ``n`` frames of every acquisition from whatever reads the source: dark training,
+every finder and the live run alike, with nothing changed in them.
 
 Where acquisitions begin:
 
