@@ -42,7 +42,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from cpu_finders import cpu_name, git_commit, write_record  # noqa: E402
+from records import cpu_name, git_commit, write_record  # noqa: E402
 
 import aare_lab  # noqa: E402
 from aare_lab.campaign import Campaign  # noqa: E402

@@ -14,7 +14,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from cpu_finders import HERE, cpu_name, git_commit, write_record
+from records import HERE, cpu_name, git_commit, write_record
 
 import aare_lab
 from aare_lab import FrozenFinder, SerialFinder

@@ -48,7 +48,9 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-TREE = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from records import TREE, cpu_name, git_commit, write_record  # noqa: E402
 N_PEDESTAL = 1000
 N_SIGMA = 5.0
 AARE_VERSIONS = ("2026.3.17", "2026.9.30")
@@ -83,34 +85,6 @@ REFERENCES = {
 GOALS = {("serial", "3x3"): 1.4, ("serial", "9x9"): 1.4,
          ("frozen_1_thread", "3x3"): 1.5, ("frozen_1_thread", "9x9"): 2.0,
          ("frozen_all_threads", "3x3"): 1.5, ("frozen_all_threads", "9x9"): 2.0}
-
-
-def git_commit(tree: Path) -> str:
-    """HEAD of ``tree``, with ``+dirty`` when its working tree differs from it.
-
-    ``$AARE_LAB_COMMIT`` overrides it for this script's tree, for copies without ``.git``
-    (the GPU machine).
-    """
-    if tree == TREE and os.environ.get("AARE_LAB_COMMIT"):
-        return os.environ["AARE_LAB_COMMIT"]
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=tree, capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + ("+dirty" if dirty.strip() else "")
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 # ---------------------------------------------------------------------------------------
@@ -439,14 +413,6 @@ def check_digests(record: dict) -> list[str]:
                 mismatch.append(f"{size} {name}")
     record["digests_agree"] = not mismatch
     return mismatch
-
-
-def write_record(record: dict, folder: Path) -> None:
-    """Write a benchmark record as ``<benchmark>_<UTC time>.json`` in ``folder``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{record['benchmark']}_{datetime.now(timezone.utc):%Y%m%dT%H%M%S}.json"
-    path.write_text(json.dumps(record, indent=1))
-    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import xarray as xr
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from cpu_finders import git_commit, write_record  # noqa: E402
+from records import git_commit, write_record  # noqa: E402
 
 from aare_lab.calibration import gain_map  # noqa: E402
 from aare_lab.clusterfile import write_clusterfile  # noqa: E402

@@ -26,7 +26,7 @@ import h5py
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from cpu_finders import git_commit, write_record  # noqa: E402
+from records import git_commit, write_record  # noqa: E402
 
 import aare_lab  # noqa: E402
 from aare_lab import FrozenFinder, Pedestal  # noqa: E402

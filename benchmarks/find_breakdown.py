@@ -44,7 +44,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from cpu_finders import git_commit, write_record  # noqa: E402
+from records import git_commit, write_record  # noqa: E402
 
 import aare_lab  # noqa: E402
 from aare_lab import Pedestal, result_memory  # noqa: E402

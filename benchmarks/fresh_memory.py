@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cpu_finders import git_commit, write_record  # noqa: E402
+from records import git_commit, write_record  # noqa: E402
 
 MADV_HUGEPAGE = 14
 MADV_NOHUGEPAGE = 15

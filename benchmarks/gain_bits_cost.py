@@ -22,7 +22,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from cpu_finders import git_commit, write_record  # noqa: E402
+from records import git_commit, write_record  # noqa: E402
 
 from aare_lab import Pedestal  # noqa: E402
 from aare_lab.finders import CudaFinder  # noqa: E402

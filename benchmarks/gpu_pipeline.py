@@ -61,7 +61,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
 from aare_env import aare_python  # noqa: E402
-from cpu_finders import cpu_name, git_commit, summary  # noqa: E402
+from records import cpu_name, git_commit, summary  # noqa: E402
 
 import aare_lab  # noqa: E402
 from aare_lab import Pedestal, result_memory  # noqa: E402

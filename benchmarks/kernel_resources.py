@@ -19,7 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from cpu_finders import git_commit, write_record  # noqa: E402
+from records import git_commit, write_record  # noqa: E402
 
 from aare_lab.gpu.kernels import DEFAULT_BLOCK_THREADS, SOURCE, KernelSpec, kernel_dir  # noqa: E402
 from aare_lab.gpu.nvrtc import DEFAULT_ARCH, compile_offline, library_path  # noqa: E402

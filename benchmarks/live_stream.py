@@ -211,7 +211,7 @@ def main(argv=None) -> int:
     if args.threads is not None:
         os.environ["NUMBA_NUM_THREADS"] = str(args.threads)
     import numba
-    from cpu_finders import cpu_name, git_commit, write_record
+    from records import cpu_name, git_commit, write_record
 
     import aare_lab
     from aare_lab.simulate import Simulator

@@ -35,7 +35,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from cpu_finders import git_commit, write_record  # noqa: E402
+from records import git_commit, write_record  # noqa: E402
 from gpu_pipeline import kernel_seconds, repeat  # noqa: E402
 from kernel_variants import MOENCH_PHOTONS, device_frames  # noqa: E402
 
