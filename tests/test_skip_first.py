@@ -6,6 +6,7 @@ The real frames are the committed crop of PSI aare's JUNGFRAU dark runs
 """
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 from aare_env import aare_python
 from live_helpers import live_cli
+from test_sources import write_raw
 
 from aare_lab import Pedestal, find_clusters, load_result, train_pedestal
 from aare_lab.cli import main
@@ -330,11 +332,21 @@ np.savez(sys.argv[4], mean=np.asarray(pedestal.mean()), std=np.asarray(pedestal.
 """
 
 
+AARE_VERSION = "2026.9.30"
+
+
+def aare_or_skip() -> str:
+    python = aare_python(AARE_VERSION)
+    if python is None:
+        pytest.skip(f"aare {AARE_VERSION} is not installed (/opt/aare-{AARE_VERSION}, "
+                    "tests/aare_env.py)")
+    return python
+
+
+@pytest.mark.aare
 @pytest.mark.parametrize("n_samples", [9, 8])
 def test_training_skips_as_aare_fast_pedestal_from_file(jungfrau, tmp_path, n_samples):
-    python = aare_python("2026.9.30")
-    if python is None:
-        pytest.skip("aare 2026.9.30 is not installed (/opt/aare-2026.9.30, tests/aare_env.py)")
+    python = aare_or_skip()
     np.save(tmp_path / "single.npy", jungfrau["single"])
     subprocess.run([python, "-c", ORACLE, str(tmp_path / "single.npy"), str(n_samples), "1",
                     str(tmp_path / "aare.npz")], check=True, timeout=120)
@@ -343,3 +355,32 @@ def test_training_skips_as_aare_fast_pedestal_from_file(jungfrau, tmp_path, n_sa
                                   progress=False)
         np.testing.assert_allclose(pedestal.mean, aare["mean"], rtol=1e-12)
         np.testing.assert_allclose(pedestal.rms, aare["std"], rtol=1e-9, atol=1e-9)
+
+
+RAW = """
+import sys, warnings, numpy as np, aare, aare_lab
+master, out = sys.argv[1:]
+warnings.simplefilter("ignore")  # ten dark frames are too few, and said so
+pedestal = aare_lab.train_pedestal(master, 9, skip_first=1, progress=False)
+oracle = aare.FastPedestal.from_file(master, n_samples=9, skip_first=1)
+result = aare_lab.find_clusters(master, master, n_pedestal=9, skip_first=1, progress=False)
+np.savez(out, mean=pedestal.mean, rms=pedestal.rms, aare_mean=np.asarray(oracle.mean()),
+         aare_std=np.asarray(oracle.std()), frame=result["frame"].values,
+         skipped=[result.attrs["skip_first"], result.attrs["frames_skipped"],
+                  result.attrs["dark_frames_skipped"]])
+"""
+
+
+@pytest.mark.aare
+def test_a_raw_master_file_is_one_acquisition_as_aare_reads_it(jungfrau, tmp_path):
+    python = aare_or_skip()
+    master = write_raw(tmp_path / "raw", [jungfrau["single"]], np.arange(1, 11))
+    subprocess.run([python, "-c", RAW, str(master), str(tmp_path / "raw.npz")], check=True,
+                   timeout=300, env={**os.environ,
+                                     "PYTHONPATH": str(Path(__file__).parents[1])})
+    with np.load(tmp_path / "raw.npz") as got:
+        np.testing.assert_allclose(got["mean"], got["aare_mean"], rtol=1e-12)
+        np.testing.assert_allclose(got["rms"], got["aare_std"], rtol=1e-9, atol=1e-9)
+        # The raw headers' numbers stay: frame 1 is the one left out.
+        assert got["frame"].tolist() == list(range(2, 11))
+        assert got["skipped"].tolist() == [1, 1, 1]
