@@ -104,6 +104,11 @@ def test_bad_skips_are_refused_in_words(n, labels, match):
         without_first(open_source(stack()), n, acquisitions=labels)
 
 
+def test_an_array_must_be_opened_first():
+    with pytest.raises(TypeError, match=r"FrameSource \(aare_lab.open_source gives one\)"):
+        without_first(stack(), 1)
+
+
 # ------------------------------------------------------- training, finding, results
 def test_training_without_the_first_frames_is_training_on_the_rest(run):
     pedestal = train_pedestal(run.dark, 20, skip_first=1, progress=False)

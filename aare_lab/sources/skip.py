@@ -53,6 +53,9 @@ def without_first(source, n: int, acquisitions=None):
 
     Raises
     ------
+    TypeError
+        For anything but a source (open an array or a file with
+        `aare_lab.sources.open_source` first).
     ValueError
         For a negative ``n``, ``acquisitions`` of the wrong length or with a live source,
         or when no frame would be left.
@@ -61,6 +64,9 @@ def without_first(source, n: int, acquisitions=None):
         raise ValueError(f"skip_first must be a whole number of frames >= 0, got {n!r}")
     if n == 0 and acquisitions is None:
         return source
+    if not isinstance(source, FrameSource) and getattr(source, "n_frames", 0) is not None:
+        raise TypeError(f"without_first takes a FrameSource (aare_lab.open_source gives one) "
+                        f"or a live source, got {type(source).__name__}")
     if getattr(source, "n_frames", 0) is None:
         if acquisitions is not None:
             raise ValueError(f"{source.describe()} says its own acquisitions: leave out "
