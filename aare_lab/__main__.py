@@ -1,3 +1,3 @@
-from .cli import entry
+from aare_lab.cli import entry
 
 entry()

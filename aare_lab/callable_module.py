@@ -1,10 +1,10 @@
 """Modules named after their main function, which can be called as that function.
 
 ``aare_lab.explain``, ``aare_lab.compare`` and ``aare_lab.spectra`` read as functions, and
-are: ``aare_lab.explain(frames, 0, 10, 12, results)`` calls `aare_lab.explain.explain`,
-while ``from aare_lab.explain import explain_sites`` and the module's other names work as
-for any module. The package attribute is the module itself (Python sets it on the first
-import of the submodule, whoever makes it), so the call is the module's.
+are: ``aare_lab.explain(frames, 0, 10, 12, results)`` calls `aare_lab.analysis.explain.explain`,
+while ``from aare_lab.analysis.explain import explain_sites`` and the module's other names
+work as for any module. ``aare_lab.explain`` is the module `aare_lab.analysis.explain` itself
+(`aare_lab.SUBMODULES`), so the call is the module's.
 """
 
 from __future__ import annotations

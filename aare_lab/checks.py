@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+from pathlib import Path
+
 import numpy as np
 
 
@@ -27,3 +30,14 @@ def positive_int(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def existing_file(path) -> Path:
+    """Return ``path`` as a `Path`, refusing a missing file or a folder before any reader
+    sees it (readers would fail with messages that name neither)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"'{path}' is a folder, not a file: give a file in it")
+    if not path.is_file():
+        raise FileNotFoundError(errno.ENOENT, "No such file", str(path))
+    return path

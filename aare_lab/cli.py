@@ -15,7 +15,7 @@ import sys
 import warnings
 from importlib import import_module
 
-from ._version import __version__
+from aare_lab._version import __version__
 
 COMMANDS = ("demo", "find", "compare", "dark", "stream-sim", "live", "capture",
             "convert", "campaign", "interpolate", "gainmap")
@@ -78,7 +78,7 @@ def entry() -> None:
 
 
 def _stopped(command: str, err: BaseException) -> int:
-    from .interrupt import Terminated
+    from aare_lab.runtime.interrupt import Terminated
 
     terminated = isinstance(err, (Terminated, _Terminated))
     print(f"{command}: {'terminated (SIGTERM)' if terminated else 'interrupted'}",
@@ -87,12 +87,12 @@ def _stopped(command: str, err: BaseException) -> int:
 
 
 def _run(args: argparse.Namespace, command: str) -> int:
-    from .capacity import TruncationError
-    from .commands.options import UsageError
-    from .gpu import GpuError, GpuUnavailable
-    from .interrupt import raising_interrupts
-    from .pedestal import PedestalNotReady
-    from .result_store import interrupted
+    from aare_lab.commands.options import UsageError
+    from aare_lab.detector.pedestal import PedestalNotReady
+    from aare_lab.gpu import GpuError, GpuUnavailable
+    from aare_lab.model.capacity import TruncationError
+    from aare_lab.runtime.interrupt import raising_interrupts
+    from aare_lab.storage.result_store import interrupted
 
     with warnings.catch_warnings():
         warnings.showwarning = _warning_line(args.command)

@@ -4,7 +4,7 @@
 (or loads it from Numba's cache: `warm_up`), runs each from a copy of the pedestal, timed
 warm, and measures what a beamline scientist would check first: how many clusters
 each finder found, whether the finders agree, where the Kα line sits and how wide it is
-(a Kα/Kβ doublet fit, `aare_lab.fit`, for a beam of two lines such as the default Cu),
+(a Kα/Kβ doublet fit, `aare_lab.analysis.fit`, for a beam of two lines such as the default Cu),
 and whether the cluster count recovers the simulated photons. A finder this machine
 cannot run (cuda without CuPy or a GPU) is left out and the report says why.
 `save_demo` writes what a user looks at (the spectrum, a summary, per-frame counts) and,
@@ -24,15 +24,15 @@ import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
-from ._version import __version__
-from .compare import compare
-from .finders import FINDERS, get_finder
-from .fit import PeakFit, fit_peak, line_energies, value_and_error
-from .gpu import GpuUnavailable
-from .pedestal import Pedestal
-from .pipeline import DARK_CHUNK
-from .results import save_result, spectrum
-from .simulate import Beam, Detector, Simulator, Truth
+from aare_lab._version import __version__
+from aare_lab.analysis.compare import compare
+from aare_lab.analysis.fit import PeakFit, fit_peak, line_energies, value_and_error
+from aare_lab.detector.pedestal import Pedestal
+from aare_lab.finders import FINDERS, get_finder
+from aare_lab.gpu import GpuUnavailable
+from aare_lab.model.results import save_result, spectrum
+from aare_lab.pipeline import DARK_CHUNK
+from aare_lab.simulate import Beam, Detector, Simulator, Truth
 
 SPECTRUM_BIN_ADU = 2
 
@@ -331,8 +331,8 @@ def demo_view(report: DemoReport):
     tuple
         The `aare_lab.plots.SpectrumView`, and the spectra it draws (over ``finder``).
     """
-    from .plots import SpectrumView
-    from .spectra import fit_peaks, spectra
+    from aare_lab.analysis.spectra import fit_peaks, spectra
+    from aare_lab.plots import SpectrumView
 
     spec = spectra(report.results, width=SPECTRUM_BIN_ADU)
     window = kalpha_window(report.results[report.reference], report.detector, report.beam)
@@ -362,7 +362,7 @@ def kalpha_window(result: xr.Dataset, detector: Detector, beam: Beam) -> tuple[f
 
 def kalpha_fit(result: xr.Dataset, detector: Detector, beam: Beam) -> PeakFit:
     """Fit the Kα peak of ``result``'s spectrum: the Kα/Kβ doublet for a beam of two lines,
-    else one gaussian (`aare_lab.fit.fit_peak`)."""
+    else one gaussian (`aare_lab.analysis.fit.fit_peak`)."""
     spec = spectrum(result, width=SPECTRUM_BIN_ADU)
     return fit_peak(spec["energy"].to_numpy(), spec.to_numpy(),
                     window=kalpha_window(result, detector, beam), lines=doublet_lines(beam))

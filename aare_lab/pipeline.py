@@ -10,12 +10,13 @@ import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
-from .destination import Destination
-from .dark_photons import DarkPhotonSample, IlluminatedDarkWarning
-from .jungfrau import GainBitsTally, GainBitsWarning, gain_bits_per_frame
-from .pedestal import DARK_CHUNK, Pedestal
-from .sources import FrameSource, open_source, without_first
-from .spec import FinderSpec
+from aare_lab.detector.dark.photons import DarkPhotonSample, IlluminatedDarkWarning
+from aare_lab.detector.jungfrau import GainBitsTally, GainBitsWarning, gain_bits_per_frame
+from aare_lab.detector.pedestal import DARK_CHUNK, Pedestal
+from aare_lab.finders import make_finder
+from aare_lab.model.spec import FinderSpec
+from aare_lab.sources import FrameSource, open_source, without_first
+from aare_lab.storage.destination import Destination
 
 
 def check_frame_shapes(dark: FrameSource, frames) -> None:
@@ -89,10 +90,10 @@ def train_pedestal(dark, n_pedestal: int = 1000, *, dtype: str = "float64",
 
     Warns
     -----
-    aare_lab.jungfrau.GainBitsWarning
+    aare_lab.detector.jungfrau.GainBitsWarning
         Without ``g0_only``, when dark frames hold values above the 14-bit ADC range (raw
         JUNGFRAU pixels that switched gain), once, counting them.
-    aare_lab.dark_photons.IlluminatedDarkWarning
+    aare_lab.detector.dark.photons.IlluminatedDarkWarning
         When a sample of the dark frames holds photon hits (the beam was on); the numbers
         are kept as the pedestal's ``dark_photons`` either way.
     """
@@ -119,8 +120,8 @@ def train_pedestal(dark, n_pedestal: int = 1000, *, dtype: str = "float64",
 class DarkChecks:
     """What training checks in dark frames as they go into a pedestal: that each pixel
     reads G0 for a calibrated run, else how many pixels have gain bits; and photon hits in
-    a sample of them (`aare_lab.dark_photons`). `train_pedestal` and a live run that
-    trains on its stream (`aare_lab.live.LiveRun`) share it.
+    a sample of them (`aare_lab.detector.dark.photons`). `train_pedestal` and a live run that
+    trains on its stream (`aare_lab.stream.live.LiveRun`) share it.
 
     Parameters
     ----------
@@ -232,7 +233,7 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
     finder
         A name from `aare_lab.finders.available_finders`.
     n_sigma, cluster_size, max_clusters_per_frame, window_dtype, common_mode, calibration
-        Finder parameters (see `aare_lab.spec.FinderSpec`); with a calibration the dark
+        Finder parameters (see `aare_lab.model.spec.FinderSpec`); with a calibration the dark
         frames must all be G0.
     n_pedestal, pedestal_dtype, noise
         Pedestal configuration when training from ``dark`` (a given ``pedestal`` brings
@@ -255,7 +256,7 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
     Returns
     -------
     xarray.Dataset
-        See `aare_lab.results`.
+        See `aare_lab.model.results`.
 
     Raises
     ------
@@ -266,7 +267,7 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
 
     Warns
     -----
-    aare_lab.jungfrau.GainBitsWarning
+    aare_lab.detector.jungfrau.GainBitsWarning
         Without a calibration, for dark or data frames with values above 14 bits: raw
         JUNGFRAU pixels that switched gain, which only ``calibration=`` can read.
 
@@ -306,7 +307,7 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
     try:
         pedestal, frames = _pedestal_for(spec, frames, dark, pedestal, n_pedestal, progress,
                                          skip_first)
-        runner = spec.make_finder(pedestal, **finder_options)
+        runner = make_finder(spec, pedestal, **finder_options)
         return runner.find(frames, branch_maps=branch_maps, progress=progress,
                            out=destination, compression=compression)
     finally:
@@ -338,7 +339,7 @@ def _device_frames_without_first(frames, skip_first: int):
     what it left out."""
     if not skip_first:
         return frames
-    from .gpu.source import DeviceArraySource
+    from aare_lab.gpu.source import DeviceArraySource
 
     stack = frames if frames.ndim != 2 else frames[None]
     if skip_first >= len(stack):

@@ -48,9 +48,10 @@ import aare_lab  # noqa: E402
 from aare_lab.campaign import Campaign  # noqa: E402
 from aare_lab.campaign.cluster import gpu_cluster, local_cluster, visible_gpus  # noqa: E402
 from aare_lab.campaign.task import process_run  # noqa: E402
-from aare_lab.pedestal import Pedestal  # noqa: E402
+from aare_lab.detector.pedestal import Pedestal  # noqa: E402
+from aare_lab.finders import make_finder
+from aare_lab.model.spec import FinderSpec  # noqa: E402
 from aare_lab.simulate import Beam, Detector, Simulator  # noqa: E402
-from aare_lab.spec import FinderSpec  # noqa: E402
 
 
 def write_runs(folder: Path, runs: int, frames: int, shape, photons: float,
@@ -121,7 +122,7 @@ def timed_find(paths, dark: Path, spec: FinderSpec, folder: Path, options: dict)
     trained.push_dark(np.load(dark))
     seconds = []
     for k, path in enumerate(paths):
-        finder = spec.make_finder(trained.copy(), **options)
+        finder = make_finder(spec, trained.copy(), **options)
         out = folder / f"find{k}.nc"
         start = time.perf_counter()
         finder.find(str(path), progress=False, out=out).close()

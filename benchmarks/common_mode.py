@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from aare_lab.fit import fit_peak
+from aare_lab.analysis.fit import fit_peak
+from aare_lab.model.results import spectrum
 from aare_lab.pipeline import find_clusters, train_pedestal
-from aare_lab.results import spectrum
 from aare_lab.simulate import Beam, Detector, Simulator
 
 HERE = Path(__file__).resolve().parent

@@ -1,7 +1,7 @@
 """Seconds to compare finder results of a simulated 2000-frame MÖNCH03 run.
 
 Run: ``python benchmarks/compare_runs.py``. Serial, frozen and frozen-float32 results with
-branch maps of every frame are made once (not timed), then `aare_lab.compare.compare` is
+branch maps of every frame are made once (not timed), then `aare_lab.analysis.compare.compare` is
 timed for serial vs frozen and frozen float64 vs float32, best and median of the
 repetitions; the record goes to ``benchmarks/results/``.
 """
@@ -18,7 +18,7 @@ from records import HERE, cpu_name, git_commit, write_record
 
 import aare_lab
 from aare_lab import FrozenFinder, SerialFinder
-from aare_lab.compare import compare
+from aare_lab.analysis.compare import compare
 from aare_lab.pipeline import train_pedestal
 from aare_lab.simulate import Simulator
 

@@ -51,6 +51,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from records import TREE, cpu_name, git_commit, write_record  # noqa: E402
+
 N_PEDESTAL = 1000
 N_SIGMA = 5.0
 AARE_VERSIONS = ("2026.3.17", "2026.9.30")

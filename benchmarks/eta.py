@@ -33,10 +33,10 @@ sys.path.insert(0, str(HERE))
 from records import git_commit, write_record  # noqa: E402
 
 from aare_lab.calibration import gain_map  # noqa: E402
-from aare_lab.clusterfile import write_clusterfile  # noqa: E402
 from aare_lab.imaging import ETA_FUNCTIONS, build_interpolation, interpolate  # noqa: E402
-from aare_lab.results import make_result  # noqa: E402
-from aare_lab.spec import FinderSpec  # noqa: E402
+from aare_lab.interop.clusterfile import write_clusterfile  # noqa: E402
+from aare_lab.model.results import make_result  # noqa: E402
+from aare_lab.model.spec import FinderSpec  # noqa: E402
 
 
 def photon_clusters(n: int, seed: int = 0) -> xr.Dataset:

@@ -24,15 +24,15 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from records import git_commit, summary, write_record  # noqa: E402
 from gpu_pipeline import clusters_of, kernel_seconds, repeat  # noqa: E402
 from kernel_variants import MOENCH_PHOTONS, MOENCH_PIXELS  # noqa: E402
+from records import git_commit, summary, write_record  # noqa: E402
 
 from aare_lab import Pedestal  # noqa: E402
 from aare_lab.commands.options import frame_shape  # noqa: E402
 from aare_lab.finders import CudaFinder  # noqa: E402
 from aare_lab.gpu import cupy_or_raise, device_info, kernels  # noqa: E402
-from aare_lab.params import parse_cluster_size  # noqa: E402
+from aare_lab.model.params import parse_cluster_size  # noqa: E402
 from aare_lab.simulate import Beam, Detector, Simulator  # noqa: E402
 
 

@@ -30,7 +30,7 @@ from records import git_commit, write_record  # noqa: E402
 
 import aare_lab  # noqa: E402
 from aare_lab import FrozenFinder, Pedestal  # noqa: E402
-from aare_lab.dark_quality import assess_dark  # noqa: E402
+from aare_lab.detector.dark.quality import assess_dark  # noqa: E402
 from aare_lab.finders._assembly import CLUSTER_FIELDS, FileSink  # noqa: E402
 from aare_lab.simulate import Beam, Simulator  # noqa: E402
 

@@ -14,7 +14,7 @@ calling thread spends in each stage (wrappers around the methods, summed over th
 - ``launch``: queueing a chunk's kernel and the copies behind it (``FrozenEngine.launch``);
 - ``gain_count``: queueing the count of gain bits (``CudaFinder._count_gain_bits_queued``),
   in trees before the kernel counted them itself (since 3efd290 this stage is None);
-- ``frame_numbers``: each cluster's frame number (``aare_lab._repeat.repeat``), in trees
+- ``frame_numbers``: each cluster's frame number (``aare_lab.runtime.repeat.repeat``), in trees
   before the sink wrote them itself (since 58d40af they are part of
   ``sink_add``, and this stage is None);
 - ``tally``: ``RunTally.add``; ``report``: the checks at the end (``Finder._report``);
@@ -23,7 +23,7 @@ calling thread spends in each stage (wrappers around the methods, summed over th
 - ``other``: the rest (staging hand-over, batch assembly, the progress bar).
 
 Each ``find`` runs twice over: into fresh result memory (the pool of
-`aare_lab.result_memory` given back first, as in a process's first run) and into the memory
+`aare_lab.runtime.result_memory` given back first, as in a process's first run) and into the memory
 of the previous run's dropped result (a process's later runs).
 
 Then ``sink_add`` once more on the batches of ``--replay-frames`` frames replayed into a fresh sink with the GPU idle,
@@ -52,7 +52,7 @@ from aare_lab.finders import CudaFinder, _assembly  # noqa: E402
 from aare_lab.finders import cuda as cuda_module  # noqa: E402
 from aare_lab.gpu import cupy_or_raise, device_info  # noqa: E402
 from aare_lab.gpu import engine as engine_module  # noqa: E402
-from aare_lab.parallel import _pool  # noqa: E402
+from aare_lab.runtime.parallel import _pool  # noqa: E402
 from aare_lab.simulate import Beam, Simulator  # noqa: E402
 
 N_PEDESTAL = 1000

@@ -1,7 +1,7 @@
 """A run of a million frames written to disk as it is found, with memory flat over the run.
 
 ``find(frames, out="run.nc")`` writes every chunk's clusters into a netCDF4 file and drops
-them (`aare_lab.result_store`). This runs it over ``--frames`` frames (a simulated stack of
+them (`aare_lab.storage.result_store`). This runs it over ``--frames`` frames (a simulated stack of
 ``--unique`` frames repeated, read chunk by chunk, never materialised) and records the
 resident memory: ``ru_maxrss`` (the peak) at the start and the end, and the current RSS
 (``/proc/self/statm``) sampled at every chunk the finder reads, plus the rate, the file

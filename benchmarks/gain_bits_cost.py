@@ -1,4 +1,4 @@
-"""What counting the pixels with gain bits (`aare_lab.jungfrau.GainBitsTally`) costs the
+"""What counting the pixels with gain bits (`aare_lab.detector.jungfrau.GainBitsTally`) costs the
 cuda finder on frames already on the GPU, where nothing else hides it.
 
 Run on a machine with an NVIDIA GPU: ``python benchmarks/gain_bits_cost.py``. One process:

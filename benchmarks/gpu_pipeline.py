@@ -14,7 +14,7 @@ frames repeated to ``--frames``), 3x3 and 9x9 clusters, float32 and float64 pede
 - the user's path, ``find`` into the result Dataset: from the NumPy array (``"auto"``,
   ``"stage"``, ``"register"``), from pinned frames and from GPU memory, each into fresh
   result memory (a process's first run) and, as ``*_reused``, into the memory of the
-  previous run's dropped result (`aare_lab.result_memory`: a process's later runs), and
+  previous run's dropped result (`aare_lab.runtime.result_memory`: a process's later runs), and
   ``find(out=...)`` writing the result file chunk by chunk (on ``--out-frames`` frames);
 - device-resident end to end: the same from a CuPy array, clusters to the host, and
   ``spectrum`` (device histogram, no clusters shipped): the re-find of a slider;
@@ -68,8 +68,8 @@ from aare_lab import Pedestal, result_memory  # noqa: E402
 from aare_lab.finders import CudaFinder  # noqa: E402
 from aare_lab.gpu import cupy_or_raise, device_info, pinned_frames  # noqa: E402
 from aare_lab.gpu.kernels import BLOCK_THREADS, DEFAULT_BLOCK_THREADS  # noqa: E402
-from aare_lab.parallel import parallel_copy, pool_threads  # noqa: E402
-from aare_lab.params import parse_cluster_size  # noqa: E402
+from aare_lab.model.params import parse_cluster_size  # noqa: E402
+from aare_lab.runtime.parallel import parallel_copy, pool_threads  # noqa: E402
 from aare_lab.simulate import Beam, Simulator  # noqa: E402
 
 N_PEDESTAL = 1000
@@ -285,7 +285,7 @@ def main(argv=None):
                 f = finder(host_memory=mode)
                 # Fresh: the result written into pages mapped afresh, as in a process's
                 # first run; reused: into the previous run's dropped result's
-                # (`aare_lab.result_memory`), as in a process's later runs.
+                # (`aare_lab.runtime.result_memory`), as in a process's later runs.
                 for memory, setup in (("", result_memory.release), ("_reused", None)):
                     runs[name + memory] = repeat(cp, lambda f=f, source=source: f.find(
                         source, progress=False).sizes["cluster"], args.repeats, setup)

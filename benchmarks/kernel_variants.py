@@ -28,8 +28,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from records import git_commit, write_record  # noqa: E402
 from gpu_pipeline import kernel_seconds, repeat  # noqa: E402
+from records import git_commit, write_record  # noqa: E402
 
 from aare_lab import Pedestal  # noqa: E402
 from aare_lab.commands.options import frame_shape  # noqa: E402
@@ -42,7 +42,7 @@ from aare_lab.gpu.kernels import (  # noqa: E402
     SOURCE,
     kernel_dir,
 )
-from aare_lab.params import parse_cluster_size  # noqa: E402
+from aare_lab.model.params import parse_cluster_size  # noqa: E402
 from aare_lab.simulate import Beam, Detector, Simulator  # noqa: E402
 
 #: The simulator's MÖNCH beam: 2300 photons on 400x400 pixels, kept per pixel on other shapes.

@@ -8,10 +8,10 @@ machine needs no network, only loopback).
 - **Loopback limit**: a bare ZeroMQ PUB in the child sends 320 000-byte messages (one MÖNCH
   frame) as fast as it can for ``--loopback-seconds``; a SUB here counts what arrives. Frames/s
   and GB/s received, and how many the PUB dropped at its high-water mark.
-- **Pipeline**: the child's `aare_lab.streamsim.StreamPublisher` streams simulated MÖNCH03
+- **Pipeline**: the child's `aare_lab.stream.publisher.StreamPublisher` streams simulated MÖNCH03
   frames (400x400, ~2300 photons per frame, a bank of ``--bank`` distinct frames cycled) in
   slsReceiver's format at a fixed rate for ``--seconds``, then the end of acquisition; here
-  `aare_lab.live.LiveRun` consumes them from a `StreamSource` (the headless ``aare-lab live``
+  `aare_lab.stream.live.LiveRun` consumes them from a `StreamSource` (the headless ``aare-lab live``
   path: assembly, finder, spectrum, counts; pedestal trained beforehand on simulated dark
   frames, nσ 5, 3x3, float64). A rate holds when every frame sent was received and processed,
   none lost (ZeroMQ's high-water marks), dropped (the source's bounded queue) or incomplete,
@@ -73,7 +73,7 @@ def parse_args(argv=None):
 # ------------------------------------------------------------------ the child process
 def child(conn, bank_path: str) -> None:
     """Serve the parent's requests: ("loopback", seconds) or ("stream", rate, n)."""
-    from aare_lab.streamsim import StreamPublisher
+    from aare_lab.stream.publisher import StreamPublisher
 
     frames = np.load(bank_path)
     with StreamPublisher("tcp://127.0.0.1:0") as publisher:
@@ -143,8 +143,8 @@ def step(conn, endpoint: str, spec, pedestal, rate: float, seconds: float, out: 
          source_options: dict, options: dict) -> dict:
     """One acquisition at ``rate`` into a fresh source and `LiveRun`, so that what a failed
     step left behind never counts in the next."""
-    from aare_lab.live import LiveRun
     from aare_lab.sources import StreamSource
+    from aare_lab.stream.live import LiveRun
 
     n = max(1, int(rate * seconds))
     with StreamSource(endpoint, **source_options) as source:
@@ -170,7 +170,9 @@ def step(conn, endpoint: str, spec, pedestal, rate: float, seconds: float, out: 
 
 
 def finder_alone(spec, pedestal, bank: np.ndarray, options: dict, repeats: int = 3) -> dict:
-    finder = spec.make_finder(pedestal.copy(), **options)
+    from aare_lab.finders import make_finder
+
+    finder = make_finder(spec, pedestal.copy(), **options)
     chunk = finder.chunk_frames
     stack = np.ascontiguousarray(np.concatenate([bank] * max(1, -(-chunk // len(bank)))))
     finder.process_chunk(stack[:min(chunk, len(stack))], np.arange(min(chunk, len(stack))))
@@ -214,8 +216,8 @@ def main(argv=None) -> int:
     from records import cpu_name, git_commit, write_record
 
     import aare_lab
+    from aare_lab.model.spec import FinderSpec
     from aare_lab.simulate import Simulator
-    from aare_lab.spec import FinderSpec
 
     t0 = time.monotonic()
     load_before = list(os.getloadavg())

@@ -3,12 +3,12 @@
 `benchmarks/find_breakdown.py` times ``MemorySink.add`` as a whole. This takes one batch of
 dense MÖNCH clusters (``--clusters`` per batch, about 512 frames' worth) in memory that is
 already mapped, as the GPU's pinned output is, and times, with T threads of
-`aare_lab.parallel`, each part of what the sink does per batch: the copies of the four
-per-cluster fields, the energies (`aare_lab.results.window_energies` over the copied
+`aare_lab.runtime.parallel`, each part of what the sink does per batch: the copies of the four
+per-cluster fields, the energies (`aare_lab.model.results.window_energies` over the copied
 windows), both one after the other (the sink before b8b8d08), and the sink's own work
 (``_assembly._cluster_work``: the windows copied and summed in one pass and, since
 58d40af, the frame numbers written from the clusters per frame instead
-of copied); each into result memory that is fresh (`aare_lab.result_memory` given back
+of copied); each into result memory that is fresh (`aare_lab.runtime.result_memory` given back
 first) or reused.
 
 ``bytes`` and GB/s count the four fields of each cluster, the frame number among them,
@@ -36,8 +36,8 @@ from records import git_commit, write_record  # noqa: E402
 from aare_lab import parallel, result_memory  # noqa: E402
 from aare_lab.finders import _assembly  # noqa: E402
 from aare_lab.finders.base import ClusterBatch  # noqa: E402
-from aare_lab.params import parse_cluster_size  # noqa: E402
-from aare_lab.results import window_energies  # noqa: E402
+from aare_lab.model.params import parse_cluster_size  # noqa: E402
+from aare_lab.model.results import window_energies  # noqa: E402
 
 #: Frames per batch: the cuda finder's chunk.
 FRAMES = 512

@@ -5,7 +5,7 @@ In one process, on the same simulated MÖNCH run (``--unique`` frames repeated t
 
 1. **the codecs**: every growing variable of the warm-up's result encoded as the writer
    could store it (deflate at ISA-L's levels 0-2 and zlib's 1, with and without HDF5's
-   byte shuffle), on one thread: the ratio and MB/s of each (`aare_lab.chunk_codec`);
+   byte shuffle), on one thread: the ratio and MB/s of each (`aare_lab.storage.chunk_codec`);
 2. **the disk's own rate**: the bytes of the uncompressed result written from memory in
    8 MiB blocks and fsync'd, as the writer's files are;
 3. **find() into memory**: the finder alone, the bound of every file written;
@@ -39,16 +39,19 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from records import cpu_name, git_commit, write_record  # noqa: E402
 from find_to_disk import RepeatedSource  # noqa: E402
+from records import cpu_name, git_commit, write_record  # noqa: E402
 
 import aare_lab  # noqa: E402
-from aare_lab import Pedestal, get_finder  # noqa: E402
-from aare_lab.chunk_codec import DEFLATE_LIBRARY, shuffle  # noqa: E402
-from aare_lab.parallel import pool_threads  # noqa: E402
-from aare_lab import result_store  # noqa: E402
-from aare_lab.result_store import CHUNK_BYTES, GROWING  # noqa: E402
+from aare_lab import (  # noqa: E402
+    Pedestal,
+    get_finder,
+    result_store,  # noqa: E402
+)
+from aare_lab.runtime.parallel import pool_threads  # noqa: E402
 from aare_lab.simulate import Beam, Detector, Simulator  # noqa: E402
+from aare_lab.storage.chunk_codec import DEFLATE_LIBRARY, shuffle  # noqa: E402
+from aare_lab.storage.result_store import CHUNK_BYTES, GROWING  # noqa: E402
 
 N_PEDESTAL = 1000
 N_SIGMA = 5.0

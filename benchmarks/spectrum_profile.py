@@ -35,14 +35,14 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from records import git_commit, write_record  # noqa: E402
 from gpu_pipeline import kernel_seconds, repeat  # noqa: E402
 from kernel_variants import MOENCH_PHOTONS, device_frames  # noqa: E402
+from records import git_commit, write_record  # noqa: E402
 
 from aare_lab import Pedestal  # noqa: E402
 from aare_lab.finders import CudaFinder  # noqa: E402
 from aare_lab.gpu import cupy_or_raise, device_info  # noqa: E402
-from aare_lab.params import parse_cluster_size  # noqa: E402
+from aare_lab.model.params import parse_cluster_size  # noqa: E402
 
 
 def profile_lines(profiler: cProfile.Profile, key: str, lines: int) -> str:

@@ -7,13 +7,19 @@ own pool (as shipped), on the default pool the results are copied with (as befor
 that pool has had up to 16 threads since 469dd2e), and on their own again (to see the
 drift of the host). Writes ``$OUT/staging_pool_ab.json``.
 """
-import os, time, json, numpy as np
+import json
+import os
+import time
 from concurrent.futures import ThreadPoolExecutor
-import aare_lab.parallel as par
+
+import cupy as cp
+import numpy as np
+
+import aare_lab.runtime.parallel as par
 from aare_lab import Pedestal
 from aare_lab.finders import CudaFinder
 from aare_lab.simulate import Beam, Simulator
-import cupy as cp
+
 sim = Simulator(beam=Beam(photons_per_frame=2300.0), seed=1); dark = sim.dark(1000); u, _ = sim.frames(500)
 frames = np.ascontiguousarray(np.resize(u, (20000, *u.shape[1:])))
 ped = Pedestal(frames.shape[1:], 1000, "float32"); ped.push_dark(dark)

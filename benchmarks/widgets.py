@@ -68,9 +68,9 @@ sys.path.insert(0, str(HERE))
 from records import cpu_name, git_commit, write_record  # noqa: E402
 
 import aare_lab  # noqa: E402
-from aare_lab.finders import available_finders  # noqa: E402
+from aare_lab.finders import available_finders, make_finder  # noqa: E402
+from aare_lab.model.spec import FinderSpec  # noqa: E402
 from aare_lab.simulate import Simulator  # noqa: E402
-from aare_lab.spec import FinderSpec  # noqa: E402
 from aare_lab.widgets.figures import RELAYOUT_AFTER  # noqa: E402
 from aare_lab.widgets.loop import wait_until  # noqa: E402
 
@@ -155,7 +155,7 @@ def live_throughput(label: str, path: str, n_frames: int, pedestal, spec: Finder
     chunk = 512 if spec.finder == "cuda" else 64
 
     def alone() -> tuple[float, int]:
-        finder = spec.make_finder(pedestal.copy(), on_truncation="warn")
+        finder = make_finder(spec, pedestal.copy(), on_truncation="warn")
         if spec.finder == "cuda":
             finder.warmup()
         counts = np.zeros(len(EDGES) - 1, np.int64)

@@ -1,6 +1,6 @@
 // The frozen timing model of docs/algorithm.md on an NVIDIA GPU, one launch per chunk of frames.
 //
-// Twin: aare_lab/_arith.py (values_row, thresholds_row, ema, update_quiet_row,
+// Twin: aare_lab/detector/arith.py (values_row, thresholds_row, ema, update_quiet_row,
 // round_half_away), aare_lab/finders/_decision.py (classify, the window sum in raster
 // order, store_window) and aare_lab/finders/_gain.py (pixel_status, calibrate_row,
 // kev_thresholds_row, gated, estimate_labels), driven like aare_lab/finders/_frozen.py. Each __device__ function
@@ -120,7 +120,7 @@ typedef STATE_T exchange_t;
 #define QUIET_UPDATE 6
 
 #if GAIN_SWITCHING
-// Pixel status of a JUNGFRAU frame: _gain.G0 (= _arith.G0), G1, G2, FLAGGED.
+// Pixel status of a JUNGFRAU frame: _gain.G0 (= arith.G0), G1, G2, FLAGGED.
 #define ST_G0 0
 #define ST_G1 1
 #define ST_G2 2
@@ -173,7 +173,7 @@ __device__ __forceinline__ void quotients(const STATE_T (&s)[PIXELS_PER_THREAD],
 
 __device__ __forceinline__ STATE_T pixel_value(u16 x, STATE_T off, STATE_T mean)
 {
-    // _arith.values_row
+    // arith.values_row
     STATE_T v = (STATE_T)x;
     return (v - off) - mean;
 }
@@ -181,7 +181,7 @@ __device__ __forceinline__ STATE_T pixel_value(u16 x, STATE_T off, STATE_T mean)
 __device__ __forceinline__ STATE_T corrected_value(u16 x, STATE_T off, STATE_T corr,
                                                    STATE_T mean)
 {
-    // _arith.values_row with a correction row
+    // arith.values_row with a correction row
     STATE_T v = (STATE_T)x;
     STATE_T y = (v - off) - corr;
     return y - mean;
@@ -190,7 +190,7 @@ __device__ __forceinline__ STATE_T corrected_value(u16 x, STATE_T off, STATE_T c
 __device__ __forceinline__ STATE_T pixel_threshold(STATE_T mean, STATE_T mean2,
                                                    STATE_T rms_fixed, int fixed, STATE_T nsig)
 {
-    // _arith.thresholds_row
+    // arith.thresholds_row
     if (fixed)
         return nsig * rms_fixed;
     const STATE_T zero = 0;
@@ -202,7 +202,7 @@ __device__ __forceinline__ STATE_T pixel_threshold(STATE_T mean, STATE_T mean2,
 __device__ __forceinline__ void ema(STATE_T& s, STATE_T& s2, STATE_T y, STATE_T mean,
                                     STATE_T mean2)
 {
-    // _arith.ema
+    // arith.ema
     STATE_T new_s = s + (y - mean);
     STATE_T new_s2 = s2 + (y * y - mean2);
     s = new_s;
@@ -224,7 +224,7 @@ __device__ __forceinline__ int classify(STATE_T vp, STATE_T thr_p, STATE_T m, ST
 
 __device__ __forceinline__ STATE_T round_half_away(STATE_T value)
 {
-    // _arith.round_half_away
+    // arith.round_half_away
     STATE_T a = fabs(value);
     STATE_T t = floor(a);
     if (a - t >= (STATE_T)0.5)
@@ -890,7 +890,7 @@ frozen_chunk(
 #if GAIN_SWITCHING
                 const STATE_T thr = kev_threshold(thr_r[k], cal_gain, band + p);
                 const int code = gated(classify(vp, thr, m, tot, c3), status[k]);
-                // _arith.update_quiet_row with a status row: only G0 is pushed
+                // arith.update_quiet_row with a status row: only G0 is pushed
                 const bool push = code == QUIET_UPDATE && status[k] == ST_G0;
 #else
                 const STATE_T thr = thr_r[k];
@@ -900,7 +900,7 @@ frozen_chunk(
                 if (code == TEST1_STORE || code == TEST3_STORE)
                     stores |= 1u << k;
                 if (push) {
-                    // _arith.update_quiet_row
+                    // arith.update_quiet_row
                     const STATE_T xv = (STATE_T)raw[k];
 #if COMMON_MODE
                     const int label = __ldg(&cm_labels[band + p]);

@@ -9,8 +9,8 @@ import numpy as np
 import xarray as xr
 
 from aare_lab import find_clusters
+from aare_lab.model.spec import FinderSpec
 from aare_lab.simulate import Beam, Detector, Simulator
-from aare_lab.spec import FinderSpec
 
 SPEC = FinderSpec("serial", n_pedestal=40)
 SHAPE = (24, 24)

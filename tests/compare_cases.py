@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from aare_lab import FrozenFinder, SerialFinder
-from aare_lab.spec import FinderSpec
-from aare_lab.pedestal import Pedestal
-from aare_lab.results import make_result
+from aare_lab.detector.pedestal import Pedestal
+from aare_lab.model.results import make_result
+from aare_lab.model.spec import FinderSpec
 
 MEAN, N_DARK = 101, 4
 SHAPE = (12, 24)

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from aare_lab.pedestal import Pedestal
+from aare_lab.detector.pedestal import Pedestal
 
 #: Dark frames alternating 100/102 give mean 101 and rms 1 exactly, in both dtypes.
 MEAN = 101

@@ -5,9 +5,9 @@ import threading
 import warnings
 
 from aare_lab.cli import main
-from aare_lab.live import LiveRun
 from aare_lab.sources import StreamSource
-from aare_lab.streamsim import StreamPublisher
+from aare_lab.stream.live import LiveRun
+from aare_lab.stream.publisher import StreamPublisher
 
 
 def live_cli(publisher, send, *args):

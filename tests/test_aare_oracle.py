@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from aare_env import aare_python
+
 from aare_lab import FrozenFinder, Pedestal, SerialFinder
 from aare_lab.simulate import Simulator
 

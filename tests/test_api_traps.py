@@ -44,19 +44,19 @@ def test_explain_compare_and_spectra_are_called_as_they_read(run):
     dark, frames, result = run
     other = FrozenFinder(train_pedestal(dark, 100, progress=False), 3.0).find(
         frames, branch_maps=True, progress=False)
-    comparison = aare_lab.compare(result, other, labels=["at5", "at3"])
+    comparison = aare_lab.analysis.compare(result, other, labels=["at5", "at3"])
     assert comparison.a_only == 0 and comparison.b_only > 0  # noise above 3 sigma
     site = comparison.one_sided().sites.isel(site=0)
     frame, y, x = (int(site[name]) for name in ("frame_number", "y", "x"))
-    explanation = aare_lab.explain(frames, frame, y, x, {"at5": result, "at3": other},
+    explanation = aare_lab.analysis.explain(frames, frame, y, x, {"at5": result, "at3": other},
                                    dark=dark)
     assert explanation.branch("at5") != explanation.branch("at3")
-    both = aare_lab.spectra([result, other], ["at5", "at3"])
+    both = aare_lab.analysis.spectra([result, other], ["at5", "at3"])
     assert list(both["finder"].to_numpy()) == ["at5", "at3"]
     # and the modules are modules still
-    from aare_lab.compare import compare_all
-    from aare_lab.explain import explain_sites
-    from aare_lab.spectra import spectrum_ratio
+    from aare_lab.analysis.compare import compare_all
+    from aare_lab.analysis.explain import explain_sites
+    from aare_lab.analysis.spectra import spectrum_ratio
     assert callable(compare_all) and callable(explain_sites) and callable(spectrum_ratio)
     assert aare_lab.compare.worst_mismatch(comparison) is not None
 
@@ -93,7 +93,7 @@ def test_fit_peaks_and_fit_peak_take_the_spectrum_of_one_result(run):
     windowed = fit_peak(spec, window=(250, 400))
     assert windowed == fit_peak(spec["energy"].to_numpy(), spec.to_numpy(), (250, 400))
     with pytest.raises(TypeError, match="several finders with aare_lab.fit_peaks"):
-        fit_peak(aare_lab.spectra([result]))
+        fit_peak(aare_lab.analysis.spectra([result]))
     with pytest.raises(TypeError, match="or a spectrum of one result over energy"):
         fit_peak(spec.to_numpy())
 

@@ -6,14 +6,14 @@ import sys
 
 import numpy as np
 import pytest
+from compare_cases import run_pair, timing_frames, unit_pedestal
 
 from aare_lab import FrozenFinder
+from aare_lab.analysis.compare import compare
 from aare_lab.cli import main
-from aare_lab.compare import compare
 from aare_lab.finders.frozen import max_threads
-from aare_lab.results import load_result, save_result
+from aare_lab.model.results import load_result, save_result
 from aare_lab.sources import open_source
-from compare_cases import run_pair, timing_frames, unit_pedestal
 
 
 @pytest.fixture(scope="module")

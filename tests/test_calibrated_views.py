@@ -1,6 +1,6 @@
 """Spectra, fits, plots, the live spectrum and ``aare-lab find --pedestal`` of calibrated
 (keV) results: units follow the result, and keV energies get equal, not integer-aligned,
-bins. Expected bins and counts come from `numpy.histogram`, never from `aare_lab.binning`.
+bins. Expected bins and counts come from `numpy.histogram`, never from `aare_lab.model.binning`.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from aare_lab import Pedestal
-from aare_lab.binning import data_edges, edges_for
+from aare_lab.analysis.spectra import fit_peaks, spectra, spectrum_units
 from aare_lab.cli import main
+from aare_lab.model.binning import data_edges, edges_for
+from aare_lab.model.results import spectrum
+from aare_lab.model.spec import FinderSpec
 from aare_lab.pipeline import find_clusters
-from aare_lab.results import spectrum
 from aare_lab.simulate import JungfrauBeam, JungfrauDetector, JungfrauSimulator
-from aare_lab.spec import FinderSpec
-from aare_lab.spectra import fit_peaks, spectra, spectrum_units
 
 pytestmark = pytest.mark.filterwarnings("ignore:the noise estimated from")
 SHAPE = (32, 64)

@@ -10,11 +10,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-
 from aare_env import aare_python
+
 from aare_lab import find_clusters
-from aare_lab.calibration import (apply_gain, calibrate, fit_lines, gain_map, load_gain_map,
-                                  pixel_spectra, save_gain_map)
+from aare_lab.calibration import (
+    apply_gain,
+    calibrate,
+    fit_lines,
+    gain_map,
+    load_gain_map,
+    pixel_spectra,
+    save_gain_map,
+)
 from aare_lab.calibration.gain_map import FLAGS, _start
 from aare_lab.simulate import Beam, Detector, Simulator
 

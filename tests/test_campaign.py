@@ -11,14 +11,15 @@ import pytest
 
 pytest.importorskip("distributed", reason="the campaign needs the [campaign] extra")
 
+from campaign_helpers import PEAK, SPEC, assert_run_equals, serial_loop, write_runs
+
 from aare_lab.campaign import Campaign, DarkPerRun, Run, SavedPedestals, failed_runs, runs_table
 from aare_lab.campaign.bins import CampaignBins
 from aare_lab.campaign.darks import with_darks
-from aare_lab.sources.files import fingerprint
 from aare_lab.campaign.manifest import MANIFEST
 from aare_lab.campaign.task import publish
 from aare_lab.pipeline import train_pedestal_for
-from campaign_helpers import PEAK, SPEC, assert_run_equals, serial_loop, write_runs
+from aare_lab.sources.files import fingerprint
 
 
 def test_runs_from_globs_master_files_hdf5_and_a_table(tmp_path):

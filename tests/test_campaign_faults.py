@@ -17,11 +17,12 @@ import pytest
 distributed = pytest.importorskip("distributed",
                                   reason="the campaign needs the [campaign] extra")
 
+from campaign_helpers import SPEC, assert_run_equals, serial_loop, write_runs
+from cli_process import CliProcess
+
 from aare_lab.campaign import Campaign
 from aare_lab.campaign.manifest import MANIFEST, RUN_FILE
 from aare_lab.campaign.task import PEDESTAL
-from campaign_helpers import SPEC, assert_run_equals, serial_loop, write_runs
-from cli_process import CliProcess
 
 #: Frames per run and chunk: long enough for a kill to land mid-find, on small files.
 N_FRAMES, SHAPE, CHUNK = 600, (96, 96), 8

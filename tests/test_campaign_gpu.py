@@ -10,9 +10,10 @@ import pytest
 
 pytest.importorskip("distributed", reason="the campaign needs the [campaign] extra")
 
+from campaign_helpers import SPEC, assert_run_equals, serial_loop, write_runs
+
 from aare_lab.campaign import Campaign
 from aare_lab.campaign.cluster import connected, visible_gpus
-from campaign_helpers import SPEC, assert_run_equals, serial_loop, write_runs
 
 
 @pytest.mark.gpu

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
+from compare_cases import raw, unit_pedestal
 
 from aare_lab import FrozenFinder, TruncationWarning
-from aare_lab.caps import buffer_bytes_per_frame, cap_analysis
-from compare_cases import raw, unit_pedestal
+from aare_lab.analysis.caps import buffer_bytes_per_frame, cap_analysis
 
 COUNTS = [0, 3, 5, 5, 10]
 

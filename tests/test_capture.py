@@ -13,7 +13,7 @@ from cli_process import CliProcess
 from aare_lab import load_result
 from aare_lab.cli import main
 from aare_lab.simulate import Detector, simulate_run
-from aare_lab.streamsim import StreamPublisher
+from aare_lab.stream.publisher import StreamPublisher
 
 N_DARK = 20
 

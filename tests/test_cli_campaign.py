@@ -8,8 +8,9 @@ import pytest
 
 pytest.importorskip("distributed", reason="the campaign needs the [campaign] extra")
 
-from aare_lab.cli import main
 from campaign_helpers import assert_run_equals, serial_loop, write_runs
+
+from aare_lab.cli import main
 
 
 @pytest.mark.slow

@@ -4,11 +4,11 @@ import json
 
 import numpy as np
 import pytest
+from compare_cases import run_pair, timing_frames, unit_pedestal
 
 from aare_lab import FrozenFinder
 from aare_lab.cli import main
-from aare_lab.results import load_result, save_result
-from compare_cases import run_pair, timing_frames, unit_pedestal
+from aare_lab.model.results import load_result, save_result
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,13 @@ import time
 import h5py
 import numpy as np
 import pytest
+from cli_process import CliProcess
 
 from aare_lab import FrozenFinder, Pedestal, SerialFinder
 from aare_lab.cli import main
-from aare_lab.result_store import IncompleteResultWarning, open_result
-from aare_lab.results import load_result
+from aare_lab.model.results import load_result
 from aare_lab.simulate import Beam, Detector, Simulator
-from cli_process import CliProcess
+from aare_lab.storage.result_store import IncompleteResultWarning, open_result
 
 
 @pytest.fixture(scope="module")

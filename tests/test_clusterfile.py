@@ -10,16 +10,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from aare_env import aare_python
+
 from aare_lab import FrozenFinder, Pedestal, SerialFinder
-from aare_lab.clipping import WindowClippedWarning
-from aare_lab.clusterfile import (AARE_FORMATS, UNKNOWN_ATTRS, read_clusterfile, record_dtype,
-                                  write_clusterfile)
 from aare_lab.cli import main
-from aare_lab.results import load_result, make_result, save_result
+from aare_lab.interop.clusterfile import (
+    AARE_FORMATS,
+    UNKNOWN_ATTRS,
+    read_clusterfile,
+    record_dtype,
+    write_clusterfile,
+)
+from aare_lab.model.clipping import WindowClippedWarning
+from aare_lab.model.results import load_result, make_result, save_result
+from aare_lab.model.spec import FinderSpec
 from aare_lab.simulate import Beam, Detector, Simulator
-from aare_lab.spec import FinderSpec
 
 RUNNER = Path(__file__).with_name("clusterfile_runner.py")
 VERSIONS = ("2026.3.17", "2026.9.30")

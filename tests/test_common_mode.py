@@ -11,10 +11,10 @@ from reference import RefPedestal, common_mode, find_frame
 
 from aare_lab import FrozenFinder, Pedestal, SerialFinder, TruncationWarning
 from aare_lab.cli import main
-from aare_lab.common_mode import CommonMode
+from aare_lab.detector.common_mode import CommonMode
+from aare_lab.model.results import load_result, save_result
+from aare_lab.model.spec import FinderSpec
 from aare_lab.pipeline import find_clusters
-from aare_lab.results import load_result, save_result
-from aare_lab.spec import FinderSpec
 
 # The few dark frames here are deliberate (exact hand-built pedestals, small references).
 pytestmark = pytest.mark.filterwarnings("ignore:the noise estimated from")
@@ -392,7 +392,7 @@ def test_cuda_without_common_mode_records_none():
 # ------------------------------------------------------------------ explain
 @pytest.mark.parametrize("model", list(FINDERS))
 def test_explain_shows_the_offset_and_recomputes_the_finders_branch(model):
-    from aare_lab.explain import explain
+    from aare_lab.analysis.explain import explain
 
     dark, frames = moench_like(3)
     spec = FinderSpec(model, n_pedestal=20, common_mode="moench03")
@@ -410,7 +410,7 @@ def test_kernel_names_its_common_mode_twins():
 
     text = (kernel_dir() / SOURCE).read_text()
     for twin in ("_common_mode.fixed_point", "_common_mode.region_means",
-                 "_arith.values_row with a correction row"):
+                 "arith.values_row with a correction row"):
         assert f"// {twin}" in text, twin
     source = Path(__file__).parent.parent / "aare_lab" / "finders" / "_common_mode.py"
     assert "kernels/frozen.cu" in source.read_text()

@@ -8,14 +8,33 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from compare_cases import (
+    NEAR_PIXEL,
+    NEAR_SIGMA,
+    P1,
+    P1_BIS,
+    P2,
+    PHOTON,
+    R2,
+    find_float32_tie,
+    raw,
+    run_pair,
+    threshold_frames,
+    tie_frames,
+    timing_frames,
+    unit_pedestal,
+)
 
 from aare_lab import FrozenFinder, SerialFinder, TruncationWarning
-from aare_lab.compare import check_comparable, compare, compare_all, summary_table, worst_mismatch
+from aare_lab.analysis.compare import (
+    check_comparable,
+    compare,
+    compare_all,
+    summary_table,
+    worst_mismatch,
+)
 from aare_lab.pipeline import train_pedestal
 from aare_lab.simulate import Simulator
-from compare_cases import (NEAR_PIXEL, NEAR_SIGMA, P1, P1_BIS, P2, PHOTON, R2, find_float32_tie,
-                           raw, run_pair, threshold_frames, tie_frames, timing_frames,
-                           unit_pedestal)
 
 
 def site_table(comparison, variable):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from aare_lab import FrozenFinder, Pedestal
-from aare_lab.compare import compare, configuration_differences
+from aare_lab.analysis.compare import compare, configuration_differences
 from aare_lab.simulate import Beam, Detector, Simulator
 
 SHAPE = (48, 48)

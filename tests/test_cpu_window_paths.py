@@ -8,7 +8,7 @@ inside the frame; `add_row_taps` (sum and maximum, tap by tap per window row) an
 import numpy as np
 import pytest
 
-from aare_lab.branches import Branch
+from aare_lab.detector.branches import Branch
 from aare_lab.finders._decision import (
     add_row_taps,
     add_taps,

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import MEAN, unit_pedestal
 
 import aare_lab
 from aare_lab import Branch, FrozenFinder, Pedestal, TruncationWarning
 from aare_lab.finders import CudaFinder
 from aare_lab.gpu import GpuUnavailable
-from aare_lab.results import spectrum
+from aare_lab.model.results import spectrum
 from aare_lab.simulate import Beam, Detector, simulate_run
-from helpers import MEAN, unit_pedestal
 
 N_PEDESTAL = 64
 SHAPES = {"moench": (400, 400), "jungfrau": (512, 1024), "odd": (257, 301)}
@@ -411,12 +411,12 @@ def test_kernel_source_names_its_cpu_twins():
     from aare_lab.gpu.kernels import SOURCE, kernel_dir
 
     text = (kernel_dir() / SOURCE).read_text()
-    for twin in ("_arith.values_row", "_arith.thresholds_row", "_arith.ema",
-                 "_arith.update_quiet_row", "_arith.round_half_away", "_decision.classify",
+    for twin in ("arith.values_row", "arith.thresholds_row", "arith.ema",
+                 "arith.update_quiet_row", "arith.round_half_away", "_decision.classify",
                  "_decision.store_window"):
         assert f"// {twin}" in text, twin
     package = Path(aare_lab.__file__).parent
-    for module in ("_arith.py", "finders/_decision.py", "finders/_frozen.py"):
+    for module in ("detector/arith.py", "finders/_decision.py", "finders/_frozen.py"):
         assert "kernels/frozen.cu" in (package / module).read_text(), module
 
 

@@ -1,5 +1,5 @@
-"""Photon hits in dark frames (`aare_lab.dark_photons`): simulated and real dark frames pass,
-simulated data frames given as dark frames warn at training, and the numbers reach the
+"""Photon hits in dark frames (`aare_lab.detector.dark.photons`): simulated and real dark frames
+pass, simulated data frames given as dark frames warn at training, and the numbers reach the
 dark report, ``aare-lab dark`` and a live run that trains on its stream."""
 
 import warnings
@@ -7,13 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from live_helpers import live_run
 
 import aare_lab
 from aare_lab import IlluminatedDarkWarning, find_clusters, train_pedestal
 from aare_lab.cli import main
-from aare_lab.dark_report import dark_report
+from aare_lab.detector.dark.report import dark_report
 from aare_lab.simulate import Beam, Detector, Simulator
 
 N_DARK = 101
@@ -115,7 +114,7 @@ def test_the_dark_report_shows_the_hits(tmp_path):
         "photon hits in the dark frames: not checked")
 
 
-@pytest.mark.filterwarnings("default::aare_lab.dark_photons.IlluminatedDarkWarning")
+@pytest.mark.filterwarnings("default::aare_lab.detector.dark.photons.IlluminatedDarkWarning")
 def test_aare_lab_dark_prints_the_hits_and_the_warning(tmp_path, capsys):
     path, _ = illuminated_npy(tmp_path, 20, 21)
     assert main(["dark", str(path), "--quiet"]) == 0
@@ -132,7 +131,7 @@ def test_aare_lab_dark_prints_the_hits_and_the_warning(tmp_path, capsys):
 
 
 def test_a_live_run_warns_when_its_dark_frames_hold_photons(tmp_path):
-    from aare_lab.spec import FinderSpec
+    from aare_lab.model.spec import FinderSpec
 
     frames, _ = Simulator(Detector(frame_shape=(48, 40)), Beam(photons_per_frame=20),
                           seed=6).frames(40)

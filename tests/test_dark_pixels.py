@@ -10,7 +10,7 @@ import pytest
 import aare_lab
 from aare_lab import DarkPixelWarning, FrozenFinder, train_pedestal
 from aare_lab.cli import main
-from aare_lab.dark_report import dark_report
+from aare_lab.detector.dark.report import dark_report
 from aare_lab.simulate import Beam, Detector, Simulator
 
 SHAPE = (48, 48)

@@ -11,7 +11,7 @@ from scipy import integrate, stats
 import aare_lab
 from aare_lab import Pedestal, SerialFinder, find_clusters
 from aare_lab.cli import main
-from aare_lab.dark_quality import (
+from aare_lab.detector.dark.quality import (
     DarkFrameWarning,
     EstimateSpread,
     assess_dark,
@@ -19,7 +19,7 @@ from aare_lab.dark_quality import (
     estimate_spread,
     false_rate_factor,
 )
-from aare_lab.dark_report import dark_report
+from aare_lab.detector.dark.report import dark_report
 from aare_lab.simulate import Beam, Detector, Simulator
 
 SHAPE = (96, 96)
@@ -144,7 +144,7 @@ def trained_flat(shape, n):
 
 
 # The suite ignores this warning (pyproject.toml); here the CLI must print it.
-@pytest.mark.filterwarnings("default::aare_lab.dark_quality.DarkFrameWarning")
+@pytest.mark.filterwarnings("default::aare_lab.detector.dark.quality.DarkFrameWarning")
 def test_the_cli_prints_the_warning_once_as_one_line(tmp_path, capsys):
     dark, frames = claim_run(3)
     np.save(tmp_path / "dark.npy", dark)

@@ -8,9 +8,9 @@ of docs/algorithm.md applied by hand.
 
 import numpy as np
 import pytest
+from helpers import frame_from_values, unit_pedestal
 
 from aare_lab import Branch, FrozenFinder, SerialFinder
-from helpers import frame_from_values, unit_pedestal
 
 FINDERS = [SerialFinder, FrozenFinder]
 DTYPES = ["float64", "float32"]

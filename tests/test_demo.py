@@ -10,7 +10,7 @@ from aare_lab.cli import main
 from aare_lab.demo import run_demo
 from aare_lab.finders import FINDERS, CudaFinder
 from aare_lab.gpu import GpuUnavailable, cupy_or_raise, gpu_available
-from aare_lab.results import load_result
+from aare_lab.model.results import load_result
 from aare_lab.simulate import Beam, Detector
 
 KALPHA_KEV = 8.05

@@ -2,22 +2,30 @@
 finders' own branch maps."""
 
 import math
-
 import warnings
 
 import numpy as np
 import pytest
+from compare_cases import (
+    MEAN,
+    NEAR_PIXEL,
+    NEAR_SIGMA,
+    P1,
+    find_float32_tie,
+    run_pair,
+    threshold_frames,
+    tie_frames,
+    timing_frames,
+    unit_pedestal,
+)
 
 import aare_lab
 from aare_lab import Branch, FrozenFinder, SerialFinder
-from aare_lab.explain import explain, explain_sites
+from aare_lab.analysis.explain import explain, explain_sites
+from aare_lab.model.spec import FinderSpec
 from aare_lab.pipeline import train_pedestal
-from aare_lab.spec import FinderSpec
-from aare_lab.plots.explanation import (ExplanationTable, explanation_html, explanation_text,
-                                         verdict)
+from aare_lab.plots.explanation import ExplanationTable, explanation_html, explanation_text, verdict
 from aare_lab.simulate import Beam, Detector, Simulator
-from compare_cases import (MEAN, NEAR_PIXEL, NEAR_SIGMA, P1, find_float32_tie, run_pair,
-                           threshold_frames, tie_frames, timing_frames, unit_pedestal)
 
 SERIAL_FROZEN = [FinderSpec("serial"), FinderSpec("frozen")]
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference import RefPedestal, find_frame
 
 from aare_lab import (
     FrozenFinder,
@@ -17,7 +18,6 @@ from aare_lab import (
     TruncationError,
     TruncationWarning,
 )
-from reference import RefPedestal, find_frame
 
 FINDERS = {"serial": SerialFinder, "frozen": FrozenFinder}
 
@@ -116,7 +116,7 @@ def test_seeded_sweep_equals_transcription(model, dtype, noise, case):
     level=st.sampled_from([5, 1000, 40000]),
 )
 # Levels near 40000 ADU exercise 16-bit values, not raw JUNGFRAU frames.
-@pytest.mark.filterwarnings("ignore::aare_lab.jungfrau.GainBitsWarning")
+@pytest.mark.filterwarnings("ignore::aare_lab.detector.jungfrau.GainBitsWarning")
 def test_random_frames_equal_transcription(seed, ny, nx, cy, cx, n_pedestal, n_sigma, model,
                                            dtype, noise, cap, level):
     rng = np.random.default_rng(seed)
@@ -368,8 +368,9 @@ def test_provenance_is_stamped_once():
 @pytest.mark.parametrize("finder", ["serial", "frozen"])
 def test_process_chunk_refuses_frames_of_another_shape(finder):
     # The compiled loop would write outside its buffers: a clear error instead.
-    from aare_lab.finders import get_finder
     from helpers import unit_pedestal
+
+    from aare_lab.finders import get_finder
 
     runner = get_finder(finder)(unit_pedestal((8, 8)))
     with pytest.raises(ValueError, match="16x16"):

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-
-from aare_lab.fit import PeakFit, fit_peak, line_energies
-from aare_lab.spectra import fit_peaks, peak_fit, spectra
 from compare_cases import synthetic_result
+
+from aare_lab.analysis.fit import PeakFit, fit_peak, line_energies
+from aare_lab.analysis.spectra import fit_peaks, peak_fit, spectra
 
 # The truth, chosen here: Cu lines at a MÖNCH03-like gain and 3x3-cluster noise.
 E_ALPHA, E_BETA = 8.05, 8.90

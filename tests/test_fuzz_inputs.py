@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 import aare_lab
 from aare_lab import Pedestal, SerialFinder, find_clusters, open_source, spectrum
+from aare_lab.analysis.compare import compare
+from aare_lab.analysis.explain import explain
 from aare_lab.cli import build_parser, main
-from aare_lab.compare import compare
-from aare_lab.explain import explain
-from aare_lab.pedestal import PedestalNotReady
+from aare_lab.detector.pedestal import PedestalNotReady
 
 CLEAR = (ValueError, TypeError, FileNotFoundError, PedestalNotReady)
 FUZZ = settings(max_examples=25, deadline=None, derandomize=True, database=None,
@@ -41,7 +41,7 @@ N_SIGMAS = [0, -1, math.nan, math.inf, -math.inf, 1e-300, 0.5, 5, 1e300, "5", No
 N_PEDESTALS = [0, -1, 1, 2, 4, 5, 1.5, True, None, 10**9]
 
 pytestmark = pytest.mark.filterwarnings(
-    "ignore::aare_lab.dark_quality.DarkFrameWarning")
+    "ignore::aare_lab.detector.dark.quality.DarkFrameWarning")
 
 
 def frames_array(dtype, shape, special, seed=0):

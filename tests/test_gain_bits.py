@@ -1,17 +1,16 @@
 """Raw JUNGFRAU frames without a calibration: their gain bits are reported, never clustered
-silently as ADC counts (`aare_lab.jungfrau.GainBitsWarning`)."""
+silently as ADC counts (`aare_lab.detector.jungfrau.GainBitsWarning`)."""
 
 import warnings
 
 import numpy as np
 import pytest
-
 from live_helpers import live_cli
 
 from aare_lab import FinderSpec, FrozenFinder, GainBitsWarning, SerialFinder, find_clusters
 from aare_lab.cli import main
+from aare_lab.detector.jungfrau import GainBitsTally, gain_bits_per_frame
 from aare_lab.finders import CudaFinder
-from aare_lab.jungfrau import GainBitsTally, gain_bits_per_frame
 from aare_lab.pipeline import train_pedestal
 from aare_lab.simulate import (
     Beam,
@@ -21,7 +20,7 @@ from aare_lab.simulate import (
     JungfrauSimulator,
     Simulator,
 )
-from aare_lab.streamsim import StreamPublisher
+from aare_lab.stream.publisher import StreamPublisher
 
 SHAPE = (24, 32)
 N_DARK = 20

@@ -10,7 +10,7 @@ from aare_lab import find_clusters
 from aare_lab.calibration import load_gain_map
 from aare_lab.cli import main
 from aare_lab.imaging import load_interpolation
-from aare_lab.results import load_result, save_result
+from aare_lab.model.results import load_result, save_result
 from aare_lab.simulate import Beam, Detector, Simulator
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-
 from aare_env import aare_python
+
 from aare_lab.imaging import cross_eta3, eta2, eta3, full_eta2
 from aare_lab.imaging.eta import _ARRAY_PATHS, CORNERS, _compiled
 

@@ -11,12 +11,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-
 from aare_env import aare_python
+
 from aare_lab.imaging import ETA_FUNCTIONS
-from aare_lab.imaging.interpolation import (_place_arrays, _place_compiled, build_interpolation,
-                                            cdf_maps, image, interpolate, load_interpolation,
-                                            save_interpolation)
+from aare_lab.imaging.interpolation import (
+    _place_arrays,
+    _place_compiled,
+    build_interpolation,
+    cdf_maps,
+    image,
+    interpolate,
+    load_interpolation,
+    save_interpolation,
+)
 
 RUNNER = Path(__file__).with_name("imaging_runner.py")
 AARE_VERSION = "2026.9.30"

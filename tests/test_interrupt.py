@@ -1,4 +1,4 @@
-"""Ctrl-C is not lost where Python drops the exception it raises (`aare_lab.interrupt`)."""
+"""Ctrl-C is not lost where Python drops the exception it raises (`aare_lab.runtime.interrupt`)."""
 
 import signal
 import sys
@@ -6,10 +6,11 @@ import weakref
 
 import pytest
 
-from aare_lab import interrupt
-from aare_lab.simulate import Detector, simulate_run
+from aare_lab.finders import make_finder
+from aare_lab.model.spec import FinderSpec
 from aare_lab.pipeline import train_pedestal
-from aare_lab.spec import FinderSpec
+from aare_lab.runtime import interrupt
+from aare_lab.simulate import Detector, simulate_run
 
 
 class Dropped:
@@ -62,7 +63,7 @@ def test_an_interrupt_dropped_in_a_callback_is_raised_at_the_next_check(monkeypa
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_find_stops_between_chunks_when_its_interrupt_was_dropped():
     run = simulate_run(n_dark=20, n_frames=8, detector=Detector(frame_shape=(16, 16)), seed=1)
-    finder = FinderSpec("frozen", n_pedestal=20).make_finder(
+    finder = make_finder(FinderSpec("frozen", n_pedestal=20),
         train_pedestal(run.dark, 20, progress=False), chunk_frames=2)
     with interrupt.raising_interrupts():
         sigint_in_a_weakref_callback()

@@ -14,9 +14,8 @@ import pytest
 import xarray as xr
 from aare_env import aare_python
 
-from aare_lab.jungfrau import FLAG_MEANINGS, JungfrauCalibration, decode
-from aare_lab.simulate import (Detector, JungfrauBeam, JungfrauDetector, JungfrauSimulator,
-                               Simulator)
+from aare_lab.detector.jungfrau import FLAG_MEANINGS, JungfrauCalibration, decode
+from aare_lab.simulate import Detector, JungfrauBeam, JungfrauDetector, JungfrauSimulator, Simulator
 
 SHAPE = (24, 40)
 E_KEV = 12.4

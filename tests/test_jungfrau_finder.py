@@ -17,11 +17,11 @@ from reference import RefCalibration, RefPedestal, common_mode, find_frame
 
 from aare_lab import Branch, FrozenFinder, Pedestal, SerialFinder
 from aare_lab.cli import main
-from aare_lab.jungfrau import JungfrauCalibration
+from aare_lab.detector.jungfrau import JungfrauCalibration
+from aare_lab.model.results import load_result, save_result, spectrum
+from aare_lab.model.spec import FinderSpec
 from aare_lab.pipeline import find_clusters
-from aare_lab.results import load_result, save_result, spectrum
 from aare_lab.simulate import JungfrauBeam, JungfrauDetector, JungfrauSimulator
-from aare_lab.spec import FinderSpec
 
 # The dark runs here are short on purpose (small, fast tests).
 pytestmark = pytest.mark.filterwarnings("ignore:the noise estimated from")
@@ -451,7 +451,7 @@ def test_the_kernel_flags_the_raw_values_aare_lab_jungfrau_flags():
     """The CUDA twin spells the special raw values out; they must be jungfrau.py's."""
     import re
 
-    from aare_lab import jungfrau
+    from aare_lab.detector import jungfrau
     from aare_lab.gpu.kernels import SOURCE, kernel_dir
 
     text = (kernel_dir() / SOURCE).read_text()
@@ -472,7 +472,7 @@ def test_the_kernel_flags_the_raw_values_aare_lab_jungfrau_flags():
 def test_explain_recomputes_calibrated_decisions_in_kev(dtype, with_cm):
     """explain's recomputed branch equals each calibrated finder's own map at every pixel,
     and its tap values are the formula in keV written here."""
-    from aare_lab.explain import explain_sites
+    from aare_lab.analysis.explain import explain_sites
 
     dark, frames, cal = reference_case(11)
     shape = frames.shape[1:]

@@ -13,11 +13,11 @@ from cli_process import CliProcess
 from live_helpers import live_cli
 
 from aare_lab import FinderSpec, Pedestal, load_result
+from aare_lab.analysis.spectra import fit_peaks, peak_fit
 from aare_lab.cli import main
-from aare_lab.live import fixed_edges
 from aare_lab.simulate import Beam, Detector, simulate_run
-from aare_lab.spectra import fit_peaks, peak_fit
-from aare_lab.streamsim import StreamPublisher
+from aare_lab.stream.live import fixed_edges
+from aare_lab.stream.publisher import StreamPublisher
 
 N_DARK = 30
 COUNT_KEYS = {"frames_received", "frames_processed", "frames_lost", "frames_incomplete",
@@ -163,8 +163,8 @@ def test_a_short_acquisition_of_another_shape_before_the_run_trains_nothing(
 
 
 def test_frames_queued_at_a_stop_are_counted(run, offline, publisher, tmp_path):
-    from aare_lab.live import LiveRun
     from aare_lab.sources import StreamSource
+    from aare_lab.stream.live import LiveRun
 
     _, pedestal_file = offline
     with StreamSource(publisher.endpoints, chunk_frames=8) as source:
@@ -273,8 +273,8 @@ def test_bad_options_are_refused_before_connecting(tmp_path, capsys):
 def test_a_live_run_on_too_few_dark_frames_warns(run, publisher, tmp_path):
     # As find does: a live spectrum on a noisy pedestal holds noise clusters.
     from aare_lab import DarkFrameWarning, train_pedestal
-    from aare_lab.live import LiveRun
     from aare_lab.sources import StreamSource
+    from aare_lab.stream.live import LiveRun
 
     pedestal = train_pedestal(run.dark[:5], 5, progress=False)
     with StreamSource(publisher.endpoints, frame_shape=run.dark.shape[1:]) as source:

@@ -8,14 +8,13 @@ import json
 import numpy as np
 import pytest
 import xarray as xr
-
 from live_helpers import live_cli
 
 from aare_lab import FinderSpec, Pedestal, load_result
 from aare_lab.cli import main
-from aare_lab.live import fixed_edges
 from aare_lab.simulate import JungfrauBeam, JungfrauDetector, JungfrauSimulator
-from aare_lab.streamsim import StreamPublisher
+from aare_lab.stream.live import fixed_edges
+from aare_lab.stream.publisher import StreamPublisher
 
 # Short dark runs on purpose (a small, fast test).
 pytestmark = pytest.mark.filterwarnings("ignore:the noise estimated from")

@@ -4,11 +4,11 @@
 import numpy as np
 import pytest
 import xarray as xr
-
-from aare_lab.simulate import Beam, Detector, Simulator
-from aare_lab.streamsim import StreamPublisher
 from live_helpers import live_cli
 from small_disk import small_disk
+
+from aare_lab.simulate import Beam, Detector, Simulator
+from aare_lab.stream.publisher import StreamPublisher
 
 
 @pytest.mark.slow

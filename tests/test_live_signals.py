@@ -17,7 +17,7 @@ from cli_process import CliProcess
 
 from aare_lab import load_result, train_pedestal
 from aare_lab.simulate import Detector, simulate_run
-from aare_lab.streamsim import StreamPublisher
+from aare_lab.stream.publisher import StreamPublisher
 
 N_DARK = 30
 REPEATS = 10

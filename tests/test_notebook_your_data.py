@@ -13,7 +13,6 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-
 from aare_env import aare_python
 from test_sources import write_raw
 

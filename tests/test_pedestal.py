@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+from reference import RefPedestal
 
 from aare_lab import Pedestal, PedestalNotReady
-from reference import RefPedestal
 
 
 def darks(rng, n, shape=(6, 5), level=3000.0, sigma=4.0):

@@ -6,10 +6,17 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from aare_lab import (FinderSpec, IlluminatedDarkWarning, Pedestal, load_result, save_result,
-                      train_pedestal)
+from aare_lab import (
+    FinderSpec,
+    IlluminatedDarkWarning,
+    Pedestal,
+    load_result,
+    save_result,
+    train_pedestal,
+)
 from aare_lab.cli import main
-from aare_lab.dark_report import dark_report
+from aare_lab.detector.dark.report import dark_report
+from aare_lab.finders import make_finder
 from aare_lab.simulate import Beam, Detector, Simulator, simulate_run
 
 N_PEDESTAL = 20
@@ -37,8 +44,8 @@ def test_a_loaded_pedestal_finds_the_same_clusters(run, tmp_path, dtype, noise, 
     assert repr(loaded) == repr(original)
     assert loaded.n_frames == original.n_frames == N_PEDESTAL + 5
     spec = FinderSpec(finder, pedestal_dtype=dtype, noise=noise)
-    a = spec.make_finder(original).find(run.frames, progress=False)
-    b = spec.make_finder(loaded).find(run.frames, progress=False)
+    a = make_finder(spec, original).find(run.frames, progress=False)
+    b = make_finder(spec, loaded).find(run.frames, progress=False)
     assert a.sizes["cluster"] > 0
     # The loaded one's result names its file among the inputs; all else is the same.
     assert json.loads(b.attrs.pop("inputs"))["pedestal"]["source"] == str(tmp_path / "pedestal.nc")
@@ -88,7 +95,7 @@ def test_the_photon_check_of_the_dark_frames_is_kept(tmp_path):
 
 
 def test_a_result_file_is_not_a_pedestal(run, tmp_path):
-    result = FinderSpec("frozen").make_finder(trained(run, "float64", "running")).find(
+    result = make_finder(FinderSpec("frozen"), trained(run, "float64", "running")).find(
         run.frames, progress=False)
     save_result(result, tmp_path / "result.nc")
     with pytest.raises(ValueError, match=r"result\.nc is not a pedestal file.*--save-pedestal"):

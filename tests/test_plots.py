@@ -4,20 +4,30 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from compare_cases import P1, P1_BIS, P2, PHOTON, R2, run_pair, synthetic_result, timing_frames
 from matplotlib.figure import Figure
 
 import aare_lab
-
 from aare_lab import Branch, FrozenFinder
-from aare_lab.caps import cap_analysis
-from aare_lab.compare import compare_all, worst_mismatch
-from aare_lab.plots import (BranchDiffView, BranchMapView, CapView, MismatchView, SpectrumView,
-                            branch_diff_plot, branch_map_plot, cap_plot, frame_centres,
-                            frame_codes, mismatch_panel, new_figure, spectrum_plot)
+from aare_lab.analysis.caps import cap_analysis
+from aare_lab.analysis.compare import compare_all, worst_mismatch
+from aare_lab.analysis.spectra import fit_peaks, spectra, spectrum_ratio_error
+from aare_lab.plots import (
+    BranchDiffView,
+    BranchMapView,
+    CapView,
+    MismatchView,
+    SpectrumView,
+    branch_diff_plot,
+    branch_map_plot,
+    cap_plot,
+    frame_centres,
+    frame_codes,
+    mismatch_panel,
+    new_figure,
+    spectrum_plot,
+)
 from aare_lab.plots.branchmap import ZOOM_MARGIN, difference_region
-from aare_lab.spectra import fit_peaks, spectra, spectrum_ratio_error
-from compare_cases import (P1, P1_BIS, P2, PHOTON, R2, run_pair, synthetic_result,
-                           timing_frames)
 
 matplotlib.use("Agg")
 

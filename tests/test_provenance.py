@@ -7,7 +7,7 @@ import numpy as np
 
 from aare_lab import Pedestal, find_clusters
 from aare_lab.cli import main
-from aare_lab.results import load_result
+from aare_lab.model.results import load_result
 from aare_lab.simulate import Beam, Detector, Simulator
 from aare_lab.sources.files import file_fingerprint, fingerprint, input_record
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from aare_lab.readahead import read_ahead
+from aare_lab.runtime.readahead import read_ahead
 
 
 class Counting:

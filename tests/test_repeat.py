@@ -1,20 +1,20 @@
-"""`aare_lab._repeat`: NumPy's repeat, compiled, on threads, into a given buffer, and any slice
-of it on its own (`fill_runs`, which the result sink calls per share of the clusters)."""
+"""`aare_lab.runtime.repeat`: NumPy's repeat, compiled, on threads, into a given buffer, and any
+slice of it on its own (`fill_runs`, which the result sink calls per share of the clusters)."""
 
 import numpy as np
 import pytest
 
-import aare_lab.parallel
-from aare_lab._repeat import fill_runs, repeat, run_ends
+import aare_lab.runtime.parallel
+from aare_lab.runtime.repeat import fill_runs, repeat, run_ends
 
 
 @pytest.mark.parametrize("counts", [[3, 0, 5, 1, 0, 0, 7], [0, 0, 0], [], [4000] * 9, [1]])
 def test_repeat_is_numpy_repeat(monkeypatch, counts):
     """Runs of every length, empty ones among them and at the ends of the threads' shares,
     into a given output (returned, filled) or a new one."""
-    monkeypatch.setenv(aare_lab.parallel.THREADS_VARIABLE, "4")
-    monkeypatch.setattr(aare_lab.parallel, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(aare_lab.parallel, "_pools", {})
+    monkeypatch.setenv(aare_lab.runtime.parallel.THREADS_VARIABLE, "4")
+    monkeypatch.setattr(aare_lab.runtime.parallel, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(aare_lab.runtime.parallel, "_pools", {})
     values = np.arange(100, 100 + len(counts), dtype=np.int64)
     expected = np.repeat(values, counts)
     ends = run_ends(np.array(counts, np.int64), len(values))
@@ -23,7 +23,7 @@ def test_repeat_is_numpy_repeat(monkeypatch, counts):
     assert repeat(values, ends, out) is out
     np.testing.assert_array_equal(out, expected)
     if expected.size:
-        executor, threads = aare_lab.parallel._pools["default"]
+        executor, threads = aare_lab.runtime.parallel._pools["default"]
         assert threads == 4
         executor.shutdown()
 

@@ -6,7 +6,8 @@ import threading
 import numpy as np
 import pytest
 
-from aare_lab import FrozenFinder, Pedestal, result_memory
+from aare_lab import FrozenFinder, Pedestal
+from aare_lab.runtime import result_memory
 from aare_lab.simulate import Beam, Detector, Simulator
 
 MIB = 1 << 20

@@ -15,15 +15,15 @@ import time
 import numpy as np
 import pytest
 import xarray as xr
-
-from aare_lab.cli import main
-from aare_lab.destination import RESERVE_BYTES, Destination, DestinationBusy
-from aare_lab.result_store import IncompleteResultWarning, ResultWriteError, ResultWriter
-from aare_lab.results import load_result, make_result
-from aare_lab.simulate import Beam, Detector, Simulator
-from aare_lab.spec import FinderSpec
 from cli_process import CliProcess
 from small_disk import small_disk
+
+from aare_lab.cli import main
+from aare_lab.model.results import load_result, make_result
+from aare_lab.model.spec import FinderSpec
+from aare_lab.simulate import Beam, Detector, Simulator
+from aare_lab.storage.destination import RESERVE_BYTES, Destination, DestinationBusy
+from aare_lab.storage.result_store import IncompleteResultWarning, ResultWriteError, ResultWriter
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +123,7 @@ def test_a_second_writer_of_one_file_refuses_and_the_first_result_is_intact(file
 
 def test_the_lock_of_a_dead_writer_blocks_nobody(tmp_path):
     out = tmp_path / "x.nc"
-    code = ("import sys, os; from aare_lab.destination import Destination; "
+    code = ("import sys, os; from aare_lab.storage.destination import Destination; "
             f"d = Destination({str(out)!r}); print('held', flush=True); os._exit(0)")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
     with Destination(out) as claimed:   # the dead process's lock file is there, unlocked

@@ -1,4 +1,4 @@
-"""Results written to disk chunk by chunk (`aare_lab.result_store`), the growing buffers and
+"""Results written to disk chunk by chunk (`aare_lab.storage.result_store`), the growing buffers and
 the staging ring behind ``find()``, and ``aare-lab find --out``.
 
 The file a run writes as it goes must equal the in-memory result; an interrupted run must
@@ -17,17 +17,17 @@ import numpy as np
 import pytest
 import xarray as xr
 
-import aare_lab.parallel
+import aare_lab.runtime.parallel
 from aare_lab import FrozenFinder, Pedestal, SerialFinder, TruncationWarning
 from aare_lab.cli import main
 from aare_lab.finders._assembly import GrowingRows
 from aare_lab.gpu.feed import StagingRing
-from aare_lab.result_store import IncompleteResultWarning, ResultWriter
-from aare_lab.results import load_result, make_result
+from aare_lab.model.results import load_result, make_result
+from aare_lab.model.spec import FinderSpec
 from aare_lab.simulate import Beam, Detector, Simulator
 from aare_lab.sources import ArraySource, FrameSource
 from aare_lab.sources.base import FrameChunk
-from aare_lab.spec import FinderSpec
+from aare_lab.storage.result_store import IncompleteResultWarning, ResultWriter
 
 #: Enough dark frames that no DarkFrameWarning mixes into the warnings checked here.
 N_DARK = 100
@@ -156,9 +156,9 @@ def test_a_killed_writer_leaves_the_chunks_of_its_last_checkpoint(tmp_path):
     script = f"""
 import os
 import numpy as np
-from aare_lab.result_store import ResultWriter
-from aare_lab.results import make_result
-from aare_lab.spec import FinderSpec
+from aare_lab.storage.result_store import ResultWriter
+from aare_lab.model.results import make_result
+from aare_lab.model.spec import FinderSpec
 
 def result(n, start=0):
     return make_result(spec=FinderSpec("frozen", n_pedestal=10), frame_shape=(4, 5),
@@ -216,9 +216,9 @@ def test_growing_rows_keep_what_was_appended():
 
 
 def test_parallel_ranges_cover_every_item_once(monkeypatch):
-    monkeypatch.setenv(aare_lab.parallel.THREADS_VARIABLE, "3")
-    monkeypatch.setattr(aare_lab.parallel, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(aare_lab.parallel, "_pools", {})
+    monkeypatch.setenv(aare_lab.runtime.parallel.THREADS_VARIABLE, "3")
+    monkeypatch.setattr(aare_lab.runtime.parallel, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(aare_lab.runtime.parallel, "_pools", {})
     hits = np.zeros(1000, np.int64)
     lock = threading.Lock()
 
@@ -226,23 +226,28 @@ def test_parallel_ranges_cover_every_item_once(monkeypatch):
         with lock:
             hits[a:b] += 1
 
-    aare_lab.parallel.parallel_ranges(work, len(hits), nbytes=1)
+    aare_lab.runtime.parallel.parallel_ranges(work, len(hits), nbytes=1)
     np.testing.assert_array_equal(hits, 1)
     src = np.arange(30000, dtype=np.int32).reshape(100, 300)
-    np.testing.assert_array_equal(aare_lab.parallel.parallel_copy(src), src)
-    executor, threads = aare_lab.parallel._pools["default"]
+    np.testing.assert_array_equal(aare_lab.runtime.parallel.parallel_copy(src), src)
+    executor, threads = aare_lab.runtime.parallel._pools["default"]
     assert threads == executor._max_workers == 3
     executor.shutdown()
 
 
 def test_pool_threads_default_per_pool_and_override(monkeypatch):
-    from aare_lab.parallel import DEFAULT_MAX_THREADS, MAX_THREADS, THREADS_VARIABLE, pool_threads
+    from aare_lab.runtime.parallel import (
+        DEFAULT_MAX_THREADS,
+        MAX_THREADS,
+        THREADS_VARIABLE,
+        pool_threads,
+    )
 
     monkeypatch.delenv(THREADS_VARIABLE, raising=False)
-    monkeypatch.setattr(aare_lab.parallel, "_cores", lambda: 64)
+    monkeypatch.setattr(aare_lab.runtime.parallel, "_cores", lambda: 64)
     assert pool_threads() == DEFAULT_MAX_THREADS == 16
     assert pool_threads("staging") == MAX_THREADS["staging"] == 8
-    monkeypatch.setattr(aare_lab.parallel, "_cores", lambda: 2)
+    monkeypatch.setattr(aare_lab.runtime.parallel, "_cores", lambda: 2)
     assert pool_threads() == pool_threads("staging") == 2
     monkeypatch.setenv(THREADS_VARIABLE, "5")
     assert pool_threads() == pool_threads("staging") == 5
@@ -304,12 +309,12 @@ def test_staging_ring_raises_the_source_error_in_order_and_stops_when_closed():
     assert not [t for t in threading.enumerate() if t.name == "aare_lab-stage"]
 
 
-@pytest.mark.skipif(aare_lab.parallel.pool_threads() < 2,
+@pytest.mark.skipif(aare_lab.runtime.parallel.pool_threads() < 2,
                     reason="one core: parallel_ranges runs every piece on the calling thread")
 def test_work_of_one_pool_does_not_wait_behind_another_pool():
     """The GPU feed stages frames on its own pool while results are copied on another: a
     piece of one pool's work never queues behind another pool's blocked work."""
-    from aare_lab.parallel import PARALLEL_MIN_BYTES, _pools, parallel_ranges, pool_threads
+    from aare_lab.runtime.parallel import PARALLEL_MIN_BYTES, _pools, parallel_ranges, pool_threads
 
     threads = pool_threads("test-blocked")
     released, blocked_all = threading.Event(), threading.Barrier(threads + 1)

@@ -14,8 +14,8 @@ from aare_lab import (
     spectrum,
     truncated_frames,
 )
-from aare_lab.spec import FinderSpec
-from aare_lab.results import copy_window_energies, make_result
+from aare_lab.model.results import copy_window_energies, make_result
+from aare_lab.model.spec import FinderSpec
 
 
 @pytest.fixture

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 from scipy.special import ndtr
 
-from aare_lab.simulate import (Beam, Detector, SimulatedRun, Simulator, Truth,
-                               simulate_run)
+from aare_lab.simulate import Beam, Detector, SimulatedRun, Simulator, Truth, simulate_run
 
 SMALL = (32, 48)
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import xarray as xr
 
-import aare_lab.parallel
+import aare_lab.runtime.parallel
 from aare_lab import FrozenFinder, Pedestal
-from aare_lab.clipping import CLIPPED_VARIABLE, clipped_taps
 from aare_lab.finders._assembly import MemorySink
 from aare_lab.finders.base import ClusterBatch
+from aare_lab.model.clipping import CLIPPED_VARIABLE, clipped_taps
 from aare_lab.simulate import Beam, Detector, Simulator
 
 
@@ -31,9 +31,9 @@ def run():
 @pytest.fixture
 def small_shares(monkeypatch):
     """Every copy of a batch spread over four threads, however small."""
-    monkeypatch.setenv(aare_lab.parallel.THREADS_VARIABLE, "4")
-    monkeypatch.setattr(aare_lab.parallel, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(aare_lab.parallel, "_pools", {})
+    monkeypatch.setenv(aare_lab.runtime.parallel.THREADS_VARIABLE, "4")
+    monkeypatch.setattr(aare_lab.runtime.parallel, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(aare_lab.runtime.parallel, "_pools", {})
 
 
 def one_frame_at_a_time(ped, frames, numbers):

@@ -19,8 +19,8 @@ from test_sources import write_raw
 
 from aare_lab import Pedestal, find_clusters, load_result, train_pedestal
 from aare_lab.cli import main
-from aare_lab.dark_frame_noise import FRAME_MIN_EXCESS, frame_noise
-from aare_lab.dark_report import dark_report
+from aare_lab.detector.dark.frame_noise import FRAME_MIN_EXCESS, frame_noise
+from aare_lab.detector.dark.report import dark_report
 from aare_lab.simulate import Detector, simulate_run
 from aare_lab.sources import (
     FrameChunk,
@@ -30,7 +30,7 @@ from aare_lab.sources import (
     split_dark,
     without_first,
 )
-from aare_lab.streamsim import StreamPublisher
+from aare_lab.stream.publisher import StreamPublisher
 
 JUNGFRAU = Path(__file__).parent / "data" / "jungfrau_dark_crop.npz"
 

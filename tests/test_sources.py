@@ -14,8 +14,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-
 from aare_env import aare_python
+
 from aare_lab.sources import (
     ArraySource,
     FrameChunk,

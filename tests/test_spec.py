@@ -10,19 +10,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import reference
 
 import aare_lab
-import reference
 from aare_lab import Branch, FinderSpec, FrozenFinder, SerialFinder, TruncationWarning
-from aare_lab._arith import round_half_away, round_half_away_array
-from aare_lab.capacity import NO_CAP, cap_from_attr, cap_to_attr
+from aare_lab.analysis.compare import compare, worst_mismatch
 from aare_lab.checks import positive_int
-from aare_lab.compare import compare, worst_mismatch
-from aare_lab.finders import FINDERS
+from aare_lab.detector.arith import round_half_away, round_half_away_array
+from aare_lab.finders import FINDERS, make_finder
 from aare_lab.flags import cf_flags
+from aare_lab.model.capacity import NO_CAP, cap_from_attr, cap_to_attr
+from aare_lab.model.spec import TIMING_MODELS
 from aare_lab.pipeline import find_clusters, train_pedestal
 from aare_lab.simulate import Beam, Detector, simulate_run
-from aare_lab.spec import TIMING_MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,16 +89,16 @@ def test_finders_results_and_specs_round_trip(run):
     spec = FinderSpec.from_result(result)
     assert spec == finder.spec
     assert {k: result.attrs[k] for k in spec.attrs} == spec.attrs
-    again = quiet(spec.make_finder(ped.copy()).find, run.frames, progress=False)
+    again = quiet(make_finder(spec, ped.copy()).find, run.frames, progress=False)
     np.testing.assert_array_equal(again["window"], result["window"])
     same = quiet(find_clusters, run.frames, run.dark, spec=spec, progress=False)
     np.testing.assert_array_equal(same["window"], result["window"])
     with pytest.raises(ValueError, match="needs a float64 pedestal"):
-        spec.replace(pedestal_dtype="float64").make_finder(ped.copy())
+        make_finder(spec.replace(pedestal_dtype="float64"), ped.copy())
     with pytest.raises(ValueError, match="n_pedestal=33"):
-        spec.replace(n_pedestal=33).make_finder(ped.copy())
+        make_finder(spec.replace(n_pedestal=33), ped.copy())
     with pytest.raises(TypeError, match="Pedestal"):
-        spec.make_finder("pedestal")
+        make_finder(spec, "pedestal")
     with pytest.raises(TypeError, match="not both"):
         find_clusters(run.frames, run.dark, spec=spec, n_sigma=3)
 
@@ -200,7 +200,7 @@ def test_reference_branch_codes_are_the_table():
 
 
 def test_numba_branch_codes_are_the_table():
-    from aare_lab import _arith
+    from aare_lab.detector import arith as _arith
     from aare_lab.finders import _decision
 
     for module in (_arith, _decision):
@@ -271,9 +271,11 @@ def test_submodules_load_lazily_without_matplotlib():
 import sys, types
 import aare_lab
 assert "matplotlib" not in sys.modules
-for name in ("explain", "compare", "spectra", "caps", "simulate", "sources"):
+for name, where in (("explain", "analysis.explain"), ("compare", "analysis.compare"),
+                    ("spectra", "analysis.spectra"), ("caps", "analysis.caps"),
+                    ("simulate", "simulate"), ("sources", "sources")):
     module = getattr(aare_lab, name)
-    assert isinstance(module, types.ModuleType) and module.__name__ == "aare_lab." + name
+    assert isinstance(module, types.ModuleType) and module.__name__ == "aare_lab." + where
 assert callable(aare_lab.explain.explain)
 assert "matplotlib" not in sys.modules, "the compute modules must not import matplotlib"
 assert aare_lab.plots.__name__ == "aare_lab.plots"

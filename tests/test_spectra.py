@@ -2,11 +2,10 @@
 
 import numpy as np
 import pytest
+from compare_cases import synthetic_result
 
 import aare_lab
-from aare_lab.live import fixed_edges
-from aare_lab.simulate import Detector, Simulator, simulate_run
-from aare_lab.spectra import (
+from aare_lab.analysis.spectra import (
     fit_or_none,
     fit_peaks,
     peak_fit,
@@ -14,7 +13,8 @@ from aare_lab.spectra import (
     spectrum_ratio,
     spectrum_ratio_error,
 )
-from compare_cases import synthetic_result
+from aare_lab.simulate import Detector, Simulator, simulate_run
+from aare_lab.stream.live import fixed_edges
 
 POSITION, SIGMA = 320.0, 12.0
 

@@ -17,7 +17,7 @@ import zmq
 from aare_lab.simulate import Detector, Simulator
 from aare_lab.sources import StreamSource, StreamTimeout
 from aare_lab.sources.sls_header import END_HEADER, format_header, parse_message
-from aare_lab.streamsim import StreamPublisher
+from aare_lab.stream.publisher import StreamPublisher
 
 SHAPE = (8, 12)
 #: The header the README of shared/tools/slsdet shows, as the real 9.2.0 receiver sent it.

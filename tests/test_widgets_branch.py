@@ -5,12 +5,12 @@ import importlib.util
 
 import numpy as np
 import pytest
+from compare_cases import MEAN, P1, P2, run_pair, timing_frames, unit_pedestal
+from widget_helpers import browser_draw, in_thread
 
 from aare_lab import Branch
 from aare_lab.plots.branchmap import ZOOM_MARGIN
 from aare_lab.widgets import BranchInspector
-from compare_cases import MEAN, P1, P2, run_pair, timing_frames, unit_pedestal
-from widget_helpers import browser_draw, in_thread
 
 CHEAP = importlib.util.find_spec("ipympl") is not None  # no rendering without a browser
 

@@ -5,13 +5,13 @@ import warnings
 
 import numpy as np
 import pytest
+from widget_helpers import browser_draw, in_thread, record_threads
 
 import aare_lab
-from aare_lab.caps import buffer_bytes_per_frame
+from aare_lab.analysis.caps import buffer_bytes_per_frame
 from aare_lab.simulate import Beam, Detector, Simulator
 from aare_lab.widgets import CapTuner
 from aare_lab.widgets.cap_tuner import recommend_cap, tidy_up
-from widget_helpers import browser_draw, in_thread, record_threads
 
 
 @pytest.fixture(scope="module")

@@ -7,15 +7,14 @@ import pytest
 from widget_helpers import no_noted_warnings
 
 import aare_lab
-from aare_lab.clipping import clipping_message
-from aare_lab.dark_photons import IlluminatedDarkWarning
-from aare_lab.dark_quality import DarkFrameWarning
+from aare_lab.detector.dark.photons import IlluminatedDarkWarning
+from aare_lab.detector.dark.quality import DarkFrameWarning
+from aare_lab.model.clipping import clipping_message
+from aare_lab.model.spec import FinderSpec
 from aare_lab.simulate import Beam, Detector, Simulator
-from aare_lab.spec import FinderSpec
 from aare_lab.widgets import FinderControls
 from aare_lab.widgets.loop import Job
 from aare_lab.widgets.run import FinderRunner
-
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +114,7 @@ def test_the_peak_fit_follows_every_run(run, interactive):
         controls.wait()
         assert controls.outcome.spec.n_sigma == n_sigma
         # On the bins of the run's spectrum (ADU; the view's are in keV).
-        edges = aare_lab.results.spectrum_edges(controls.outcome.spectrum)
+        edges = aare_lab.model.results.spectrum_edges(controls.outcome.spectrum)
         shown = aare_lab.spectrum(offline(frames, dark, n_sigma=n_sigma), bins=edges)
         expected = aare_lab.spectra.fit_peaks(shown.expand_dims(finder=["frozen"]),
                                               lines=Beam().lines)

@@ -6,10 +6,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import xarray as xr
+from widget_helpers import browser_draw
 
 from aare_lab.calibration import gain_map
 from aare_lab.widgets import GainMapViewer
-from widget_helpers import browser_draw
 
 
 @pytest.fixture(scope="module")

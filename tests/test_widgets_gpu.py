@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import aare_lab
-from aare_lab.binning import integer_edges
+from aare_lab.model.binning import integer_edges
+from aare_lab.model.spec import FinderSpec
 from aare_lab.simulate import Beam, Detector, Simulator
-from aare_lab.spec import FinderSpec
 from aare_lab.sources import PacedSource
 from aare_lab.widgets import FinderControls, LiveSpectrum
 

@@ -6,10 +6,10 @@ import threading
 import numpy as np
 import pytest
 import xarray as xr
+from widget_helpers import browser_draw
 
 from aare_lab.imaging import build_interpolation, image, interpolate
 from aare_lab.widgets import InterpolationViewer
-from widget_helpers import browser_draw
 
 
 def clusters(n=3000, seed=0) -> xr.Dataset:

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import aare_lab
+from aare_lab.model.spec import FinderSpec
 from aare_lab.simulate import Beam, Detector, Simulator
 from aare_lab.sources import StreamSource
-from aare_lab.spec import FinderSpec
-from aare_lab.streamsim import StreamPublisher
+from aare_lab.stream.publisher import StreamPublisher
 from aare_lab.widgets import LiveSpectrum
 
 

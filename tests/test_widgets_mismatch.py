@@ -1,19 +1,19 @@
 """MismatchBrowser driven from Python: the listed sites are the comparison's, the panel
 shows the footprints, the explanation is `explain`'s, and every draw is on the UI thread."""
 
-import numpy as np
-import pytest
-
-from aare_lab.compare import compare
-from aare_lab.explain import explain
-from aare_lab.plots.mismatch import _patch, footprints
-from aare_lab.widgets import MismatchBrowser
-from compare_cases import P1, P1_BIS, P2, R2, run_pair, timing_frames, unit_pedestal
-from widget_helpers import browser_draw, in_thread
-
 # Tests that are not about the figure host use the ipympl canvas where it is installed:
 # without a browser it never renders, which keeps them fast.
 import importlib.util
+
+import numpy as np
+import pytest
+from compare_cases import P1, P1_BIS, P2, R2, run_pair, timing_frames, unit_pedestal
+from widget_helpers import browser_draw, in_thread
+
+from aare_lab.analysis.compare import compare
+from aare_lab.analysis.explain import explain
+from aare_lab.plots.mismatch import _patch, footprints
+from aare_lab.widgets import MismatchBrowser
 
 CHEAP = importlib.util.find_spec("ipympl") is not None
 SITES = [(0, *P1), (0, *P2), (0, *R2), (0, *P1_BIS), (1, *P1)]
@@ -190,8 +190,9 @@ def test_a_timing_cause_without_branch_maps_is_labelled_assumed(timing):
 
 
 def test_one_sided_sites_are_listed_before_value_differences(timing):
-    from aare_lab.widgets.mismatch_browser import site_list
     from compare_cases import PHOTON
+
+    from aare_lab.widgets.mismatch_browser import site_list
 
     _, results = timing
     frozen = results["frozen"].copy(deep=True)

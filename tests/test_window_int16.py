@@ -16,17 +16,17 @@ import xarray as xr
 
 import aare_lab
 from aare_lab import FrozenFinder, Pedestal, SerialFinder, WindowClippedWarning
-from aare_lab.caps import buffer_bytes_per_frame
+from aare_lab.analysis.caps import buffer_bytes_per_frame
+from aare_lab.analysis.compare import CAUSES, KINDS, compare
 from aare_lab.cli import main
-from aare_lab.clusterfile import read_clusterfile, record_dtype, write_clusterfile
-from aare_lab.compare import CAUSES, KINDS, compare
-from aare_lab.jungfrau import JungfrauCalibration
-from aare_lab.results import load_result, window_energies
+from aare_lab.detector.jungfrau import JungfrauCalibration
+from aare_lab.interop.clusterfile import read_clusterfile, record_dtype, write_clusterfile
+from aare_lab.model.results import load_result, window_energies
+from aare_lab.model.spec import FinderSpec
 from aare_lab.simulate import Beam, Detector, Simulator
-from aare_lab.spec import FinderSpec
 
 # 16-bit values on purpose (stored values at the int16 limits), not raw JUNGFRAU frames.
-pytestmark = pytest.mark.filterwarnings("ignore::aare_lab.jungfrau.GainBitsWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::aare_lab.detector.jungfrau.GainBitsWarning")
 
 SHAPE = (24, 32)
 N_PEDESTAL = 16

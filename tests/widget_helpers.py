@@ -9,11 +9,11 @@ import threading
 import warnings
 from contextlib import contextmanager
 
-from aare_lab.clipping import WindowClippedWarning
-from aare_lab.dark_photons import IlluminatedDarkWarning
-from aare_lab.dark_pixels import DarkPixelWarning
-from aare_lab.dark_quality import DarkFrameWarning
-from aare_lab.jungfrau import GainBitsWarning
+from aare_lab.detector.dark.photons import IlluminatedDarkWarning
+from aare_lab.detector.dark.pixels import DarkPixelWarning
+from aare_lab.detector.dark.quality import DarkFrameWarning
+from aare_lab.detector.jungfrau import GainBitsWarning
+from aare_lab.model.clipping import WindowClippedWarning
 
 #: What `find` warns about and a widget shows as a note instead.
 NOTED = (DarkFrameWarning, DarkPixelWarning, GainBitsWarning, IlluminatedDarkWarning,

@@ -8,8 +8,9 @@ import os
 import numpy as np
 import xarray as xr
 
-from ..flags import cf_flags
-from ..results import read_netcdf, write_netcdf
+from aare_lab.flags import cf_flags
+from aare_lab.storage.netcdf import read_netcdf, write_netcdf
+
 from .linefit import fit_lines
 
 #: The attribute (name, version) every gain-map file carries.

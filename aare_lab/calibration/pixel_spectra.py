@@ -27,7 +27,8 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ..results import energy_coords
+from aare_lab.model.results import energy_coords
+
 from .apply import tap_gains
 
 SELECTIONS = ("single", "cluster")
@@ -78,7 +79,7 @@ def pixel_spectra(result: xr.Dataset, bins: int = 100, range: tuple[float, float
     -------
     xarray.DataArray
         int32 counts over ``(y, x, energy)``, the energy coordinates as
-        `aare_lab.results.spectrum`'s; attributes ``selection``, ``min_fraction`` and
+        `aare_lab.model.results.spectrum`'s; attributes ``selection``, ``min_fraction`` and
         ``outside`` (selected clusters beyond the range).
 
     Examples

@@ -2,7 +2,7 @@
 
 Without fixed edges, each run is counted on the part of one lattice of bins ``width``
 apart that its clusters reach: edges at ``k * width - 0.5`` in ADU (integer-aligned, as
-`aare_lab.binning.integer_edges`), at ``k * width`` in keV. Runs' spectra then add bin by
+`aare_lab.model.binning.integer_edges`), at ``k * width`` in keV. Runs' spectra then add bin by
 bin on the union of their parts, exactly as one histogram of all their clusters.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..binning import count
+from aare_lab.model.binning import count
 
 #: The lattice's width in ADU and in keV (a JUNGFRAU calibration).
 DEFAULT_WIDTH = {"ADU": 1.0, "keV": 0.05}
@@ -25,7 +25,7 @@ class CampaignBins:
     Parameters
     ----------
     units
-        ``"ADU"`` or ``"keV"``, the finder's (`aare_lab.spec.FinderSpec.units`).
+        ``"ADU"`` or ``"keV"``, the finder's (`aare_lab.model.spec.FinderSpec.units`).
     width
         The lattice's bin width (a whole number of ADU); default `DEFAULT_WIDTH`.
     edges

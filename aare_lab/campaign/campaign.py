@@ -11,7 +11,8 @@ from pathlib import Path
 import xarray as xr
 from tqdm.auto import tqdm
 
-from ..spec import FinderSpec
+from aare_lab.model.spec import FinderSpec
+
 from .bins import CampaignBins
 from .cluster import connected, dashboard
 from .combine import combine, save_combined
@@ -43,7 +44,7 @@ class Campaign:
         The spectra's bins (`aare_lab.campaign.bins.CampaignBins`).
     peak, lines
         The window ``(low, high)`` of the Kα peak to fit in each run's spectrum (and the
-        sum), with the Kα/Kβ ``lines`` for a doublet (`aare_lab.fit.fit_peak`).
+        sum), with the Kα/Kβ ``lines`` for a doublet (`aare_lab.analysis.fit.fit_peak`).
     finder_options
         Options of the finder that leave its output alone (``threads``, ``chunk_frames``,
         ``on_truncation``...).

@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager, ExitStack
+from contextlib import ExitStack, contextmanager
 
 GPU_VARIABLE = "CUDA_VISIBLE_DEVICES"
 

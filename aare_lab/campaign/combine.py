@@ -10,11 +10,13 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from .._version import __version__
-from ..results import energy_coords, read_netcdf, spectrum_edges, write_netcdf
-from ..atomic import replace_atomically
-from .task import NUMBERS, SPECTRUM, SPECTRUM_MARK, RunTask, fitted_peak
+from aare_lab._version import __version__
+from aare_lab.model.results import energy_coords, spectrum_edges
+from aare_lab.storage.atomic import replace_atomically
+from aare_lab.storage.netcdf import read_netcdf, write_netcdf
+
 from .runs import Run
+from .task import NUMBERS, SPECTRUM, SPECTRUM_MARK, RunTask, fitted_peak
 
 COMBINED, TABLE_CSV = "campaign.nc", "runs.csv"
 #: The table's columns over ``run`` that are whole numbers; -1 where a run failed.
@@ -28,7 +30,7 @@ LONG_NAMES = {
     "ka_fwhm": "fitted K-alpha full width at half maximum", "ka_fwhm_err": "its standard error",
     "dark_frames": "dark frames trained into the pedestal (-1: failed)",
     "dark_false_rate_factor": "expected rise of the noise-cluster rate from the dark's "
-                              "uncertainty (aare_lab.dark_quality)",
+                              "uncertainty (aare_lab.detector.dark.quality)",
     "dark_ok": "nothing wanting in the run's dark frames (enough of them, no pixel that "
                "stands out, no photons)",
     "seconds": "wall time of the run on its worker", "worker": "the worker that did the run",

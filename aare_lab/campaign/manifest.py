@@ -4,7 +4,7 @@
 asked for) and one entry per run: its row of the table (`aare_lab.campaign.task`) and its
 run key, the campaign key with the fingerprints of the run's inputs
 (`aare_lab.sources.files.fingerprint`). Only the process that runs the campaign writes it, each
-time a run ends, replacing it whole (`aare_lab.atomic.replace_atomically`): interrupted at
+time a run ends, replacing it whole (`aare_lab.storage.atomic.replace_atomically`): interrupted at
 any moment, it names only runs whose folders are complete. A run counts as finished when
 its entry is ``done`` under the same run key and its folder holds the ``run.json`` of that
 key; anything else is done again.
@@ -19,9 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import replace_atomically
-from ..spec import FinderSpec
-from ..sources.files import fingerprint
+from aare_lab.model.spec import FinderSpec
+from aare_lab.sources.files import fingerprint
+from aare_lab.storage.atomic import replace_atomically
+
 from .runs import Run
 
 MANIFEST = "manifest.json"

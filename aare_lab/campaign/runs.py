@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..sources.files import MASTER, file_of
+from aare_lab.sources.files import MASTER, file_of
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

@@ -24,19 +24,22 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ..dark_quality import assess_dark
-from ..fit import fit_peak
-from ..pedestal import Pedestal
-from ..pipeline import check_frame_shapes, train_pedestal_for
-from ..results import counts_spectrum, truncated_frames, write_netcdf
-from ..sources import open_source
-from ..spec import FinderSpec
+from aare_lab.analysis.fit import fit_peak
+from aare_lab.detector.dark.quality import assess_dark
+from aare_lab.detector.pedestal import Pedestal
+from aare_lab.finders import make_finder
+from aare_lab.model.results import counts_spectrum, truncated_frames
+from aare_lab.model.spec import FinderSpec
+from aare_lab.pipeline import check_frame_shapes, train_pedestal_for
+from aare_lab.sources import open_source
+from aare_lab.storage.netcdf import write_netcdf
+
 from .bins import CampaignBins
 from .manifest import RUN_FILE
 from .runs import Run
 
 CLUSTERS, SPECTRUM, PEDESTAL = "clusters.nc", "spectrum.nc", "pedestal.nc"
-#: The attribute that marks a run's ``spectrum.nc`` (`aare_lab.results.read_netcdf`).
+#: The attribute that marks a run's ``spectrum.nc`` (`aare_lab.storage.netcdf.read_netcdf`).
 SPECTRUM_MARK = ("aare_lab_campaign_spectrum", 1)
 #: A run's row: what the campaign's table holds per run (`aare_lab.campaign.combine`).
 NUMBERS = ("frames", "clusters", "truncated_frames", "ka_position", "ka_position_err",
@@ -45,7 +48,7 @@ NUMBERS = ("frames", "clusters", "truncated_frames", "ka_position", "ka_position
 
 @dataclass(frozen=True)
 class Peak:
-    """The peak fitted in each run's spectrum (`aare_lab.fit.fit_peak`): its window
+    """The peak fitted in each run's spectrum (`aare_lab.analysis.fit.fit_peak`): its window
     ``(low, high)`` in the spectrum's units, and optionally the Kα/Kβ ``lines``."""
 
     window: tuple[float, float]
@@ -141,7 +144,7 @@ def _find(run: Run, task: RunTask, attempt: Path) -> tuple[dict, xr.DataArray]:
     # As trained, before the data frames move it.
     pedestal.save(attempt / PEDESTAL)
     dark_ok = dark_is_ok(pedestal, spec.n_sigma)
-    finder = spec.make_finder(pedestal, **dict(task.finder_options))
+    finder = make_finder(spec, pedestal, **dict(task.finder_options))
     with finder.find(frames, progress=False, out=attempt / CLUSTERS) as result:
         energies = result["energy"].to_numpy()
         n_frames = int(result.sizes["frame"])
@@ -162,10 +165,10 @@ def _find(run: Run, task: RunTask, attempt: Path) -> tuple[dict, xr.DataArray]:
 
 def dark_is_ok(pedestal: Pedestal, n_sigma: float) -> bool:
     """Whether nothing is wanting in a trained pedestal's dark frames: enough of them
-    (`aare_lab.dark_quality`), no pixel that stands out (`aare_lab.dark_pixels`), no
-    photons in them (`aare_lab.dark_photons`); what the warnings of training and finding
-    say, decided from the pedestal rather than from caught warnings (which threads of one
-    process share)."""
+    (`aare_lab.detector.dark.quality`), no pixel that stands out
+    (`aare_lab.detector.dark.pixels`), no photons in them (`aare_lab.detector.dark.photons`);
+    what the warnings of training and finding say, decided from the pedestal rather than from
+    caught warnings (which threads of one process share)."""
     quality = assess_dark(pedestal, n_sigma)
     photons = pedestal.dark_photons
     return not (quality.noticeable or quality.pixel_warning is not None

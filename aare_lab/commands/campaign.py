@@ -6,8 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..gpu import GpuUnavailable
-from ..spec import FinderSpec
+from aare_lab.gpu import GpuUnavailable
+from aare_lab.model.spec import FinderSpec
+
 from .options import (
     PEDESTAL_DEFAULTS,
     UsageError,
@@ -92,7 +93,7 @@ def _peak(text: str | None) -> tuple[float, float] | None:
 
 
 def _gpus(text: str | None) -> list[str] | None:
-    from ..campaign.cluster import visible_gpus
+    from aare_lab.campaign.cluster import visible_gpus
 
     if text is None:
         return None
@@ -105,7 +106,7 @@ def _gpus(text: str | None) -> list[str] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``aare-lab campaign``."""
-    from ..campaign import Campaign, SavedPedestals, failed_runs
+    from aare_lab.campaign import Campaign, SavedPedestals, failed_runs
 
     spec = _spec(args)
     if args.pedestal is not None:

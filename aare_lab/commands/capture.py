@@ -34,8 +34,8 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``aare-lab capture``."""
-    from ..capture import capture
-    from ..sources.sls_stream import StreamSource
+    from aare_lab.sources.sls_stream import StreamSource
+    from aare_lab.stream.capture import capture
 
     if args.out.suffix.lower() not in (".h5", ".hdf5"):
         raise UsageError(f"--out must be an .h5 file, got {args.out}")

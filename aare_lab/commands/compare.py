@@ -6,10 +6,11 @@ import argparse
 import json
 from pathlib import Path
 
-from ..compare import check_clusters, compare_all, summary_table, worst_mismatch
-from ..labels import result_labels
-from ..params import parse_cluster_size
-from ..results import check_result, load_result
+from aare_lab.analysis.compare import check_clusters, compare_all, summary_table, worst_mismatch
+from aare_lab.model.labels import result_labels
+from aare_lab.model.params import parse_cluster_size
+from aare_lab.model.results import check_result, load_result
+
 from .options import UsageError, non_negative_float
 
 PANEL_SIZE = (4.2, 4.4)
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             from matplotlib.figure import Figure
 
-            from ..plots import mismatch_panel
+            from aare_lab.plots import mismatch_panel
 
             difference = len(results) == 2
             fig = Figure(figsize=(PANEL_SIZE[0] * (len(results) + difference) + 1.5,

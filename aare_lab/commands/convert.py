@@ -12,7 +12,7 @@ SUFFIXES = (".nc", ".clust")
 
 def register(subparsers) -> None:
     """Add the ``convert`` subcommand."""
-    from ..clusterfile import AARE_FORMATS
+    from aare_lab.interop.clusterfile import AARE_FORMATS
 
     parser = subparsers.add_parser(
         "convert", help="convert results to aare cluster files (.clust) and back",
@@ -37,8 +37,8 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``aare-lab convert``."""
-    from ..clusterfile import file_dtype, read_clusterfile, write_clusterfile
-    from ..results import load_result, save_result
+    from aare_lab.interop.clusterfile import file_dtype, read_clusterfile, write_clusterfile
+    from aare_lab.model.results import load_result, save_result
 
     kinds = (args.source.suffix, args.target.suffix)
     if kinds == SUFFIXES:

@@ -32,9 +32,9 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``aare-lab dark``."""
-    from ..dark_report import dark_report
-    from ..pipeline import train_pedestal
-    from ..sources import open_source, without_first
+    from aare_lab.detector.dark.report import dark_report
+    from aare_lab.pipeline import train_pedestal
+    from aare_lab.sources import open_source, without_first
 
     dark = without_first(open_source(args.dark), args.skip_first)
     n_pedestal = dark.n_frames if args.n_pedestal is None else args.n_pedestal

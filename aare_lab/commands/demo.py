@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..simulate import Beam, Detector
-from .options import (cluster_size, frame_shape, non_negative_int, positive_float,
-                      positive_int)
+from aare_lab.simulate import Beam, Detector
+
+from .options import cluster_size, frame_shape, non_negative_int, positive_float, positive_int
 
 
 def register(subparsers) -> None:
@@ -48,7 +48,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``aare-lab demo``."""
-    from ..demo import run_demo, save_demo
+    from aare_lab.demo import run_demo, save_demo
 
     detector = Detector(frame_shape=args.shape)
     # The default beam's density on the default detector, over the frames asked for.

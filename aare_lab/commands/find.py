@@ -7,13 +7,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..capacity import TruncationError
-from ..destination import Destination, DestinationExists
-from ..pipeline import check_frame_shapes, train_pedestal_for
-from ..result_store import COMPRESSIONS
-from ..results import truncated_frames
-from ..sources import open_source, split_dark, without_first
-from .outputs import check_outputs
+from aare_lab.finders import make_finder
+from aare_lab.model.capacity import TruncationError
+from aare_lab.model.results import truncated_frames
+from aare_lab.pipeline import check_frame_shapes, train_pedestal_for
+from aare_lab.sources import open_source, split_dark, without_first
+from aare_lab.storage.destination import Destination, DestinationExists
+from aare_lab.storage.result_store import COMPRESSIONS
+
 from .options import (
     UsageError,
     add_calibration_option,
@@ -25,6 +26,7 @@ from .options import (
     load_pedestal,
     positive_int,
 )
+from .outputs import check_outputs
 
 
 def register(subparsers) -> None:
@@ -121,7 +123,7 @@ def _find(args: argparse.Namespace, destination: Destination) -> int:
     if args.save_pedestal is not None:
         args.save_pedestal.parent.mkdir(parents=True, exist_ok=True)
         pedestal.save(args.save_pedestal)
-    finder = spec.make_finder(pedestal, on_truncation=args.on_truncation,
+    finder = make_finder(spec, pedestal, on_truncation=args.on_truncation,
                               **finder_options(args))
     # Written chunk by chunk as found: memory stays flat, and an interrupted run leaves
     # the chunks done so far in the partial file (marked complete=0, with a warning).

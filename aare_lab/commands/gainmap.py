@@ -7,10 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..calibration import apply_gain, calibrate, save_gain_map
-from ..calibration.apply import METHODS
-from ..calibration.gain_map import FLAGS
-from ..results import check_result, load_result, save_result
+from aare_lab.calibration import apply_gain, calibrate, save_gain_map
+from aare_lab.calibration.apply import METHODS
+from aare_lab.calibration.gain_map import FLAGS
+from aare_lab.model.results import check_result, load_result, save_result
+
 from .options import UsageError, positive_float, positive_int
 
 

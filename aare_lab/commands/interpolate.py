@@ -5,10 +5,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..imaging import (ETA_FUNCTIONS, build_interpolation, image, interpolate,
-                       load_interpolation, save_interpolation)
-from ..imaging.interpolation import METHODS
-from ..results import check_result, load_result, write_netcdf
+from aare_lab.imaging import (
+    ETA_FUNCTIONS,
+    build_interpolation,
+    image,
+    interpolate,
+    load_interpolation,
+    save_interpolation,
+)
+from aare_lab.imaging.interpolation import METHODS
+from aare_lab.model.results import check_result, load_result
+from aare_lab.storage.netcdf import write_netcdf
+
 from .options import UsageError, positive_int
 
 

@@ -6,9 +6,10 @@ import argparse
 import signal
 from pathlib import Path
 
-from ..finders import get_finder
-from ..fit import line_energies
-from ..live import LiveRun, checked_fit_window, fixed_edges
+from aare_lab.analysis.fit import line_energies
+from aare_lab.finders import get_finder
+from aare_lab.stream.live import LiveRun, checked_fit_window, fixed_edges
+
 from .options import (
     add_calibration_option,
     add_finder_options,
@@ -91,8 +92,8 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``aare-lab live``."""
-    from ..sources import without_first
-    from ..sources.sls_stream import StreamSource
+    from aare_lab.sources import without_first
+    from aare_lab.sources.sls_stream import StreamSource
 
     spec = calibrated(finder_spec(args), args.calibration)
     with usage_of("--energy-range, --bin-width"):

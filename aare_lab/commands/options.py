@@ -8,14 +8,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import checks
-from ..common_mode import PRESETS, load_label_map
-from ..finders import FINDERS, get_finder
-from ..finders.frozen import max_threads
-from ..jungfrau import JungfrauCalibration
-from ..params import WINDOW_DTYPES, parse_cluster_size
-from ..pedestal import NOISE_MODES, PEDESTAL_DTYPES, Pedestal
-from ..spec import FinderSpec
+from aare_lab import checks
+from aare_lab.detector.common_mode import PRESETS, load_label_map
+from aare_lab.detector.jungfrau import JungfrauCalibration
+from aare_lab.detector.pedestal import NOISE_MODES, PEDESTAL_DTYPES, Pedestal
+from aare_lab.finders import FINDERS, get_finder
+from aare_lab.finders.frozen import max_threads
+from aare_lab.model.params import WINDOW_DTYPES, parse_cluster_size
+from aare_lab.model.spec import FinderSpec
 
 #: The defaults of the pedestal options, which a ``--pedestal FILE`` replaces by its own.
 PEDESTAL_DEFAULTS = {"n_pedestal": 1000, "pedestal_dtype": "float64", "noise": "running"}
@@ -199,7 +199,7 @@ def finder_spec(args: argparse.Namespace) -> FinderSpec:
 
 
 def finder_options(args: argparse.Namespace) -> dict:
-    """The options of `add_finder_options` that `FinderSpec.make_finder` takes."""
+    """The options of `add_finder_options` that `aare_lab.finders.make_finder` takes."""
     return {} if args.threads is None else {"threads": args.threads}
 
 

@@ -6,8 +6,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..destination import partial_path
-from ..sources.files import file_of
+from aare_lab.sources.files import file_of
+from aare_lab.storage.destination import partial_path
+
 from .options import UsageError
 
 
@@ -26,7 +27,7 @@ def check_outputs(outputs: Mapping[str, os.PathLike | None],
     ----------
     outputs
         Output files by option (None: not given); a result's partial file
-        (`aare_lab.destination.partial_path`) counts as the output too.
+        (`aare_lab.storage.destination.partial_path`) counts as the output too.
     inputs
         Input files or source specs by option (None: not given).
 

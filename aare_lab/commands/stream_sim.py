@@ -61,19 +61,19 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Execute ``aare-lab stream-sim``."""
-    from ..streamsim import MODULE_SHAPES, StreamPublisher
+    from aare_lab.stream.publisher import MODULE_SHAPES, StreamPublisher
 
     if args.source is not None:
         if args.n_dark:
             raise UsageError("--n-dark simulates dark frames: with --from the file's frames "
                              "are sent as they are")
-        from ..sources import open_source
+        from aare_lab.sources import open_source
 
         source = open_source(args.source)
         stop = min(args.frames, source.n_frames or args.frames)
         frames, dark, what = source.read(0, stop).frames, None, source.describe()
     else:
-        from ..simulate import Detector, Simulator
+        from aare_lab.simulate import Detector, Simulator
 
         sim = Simulator(Detector(frame_shape=MODULE_SHAPES[args.detector]), seed=args.seed)
         frames = sim.frames(min(args.frames, args.bank))[0]

@@ -8,8 +8,8 @@ value, no concatenation, no fresh allocation per chunk once the run's density is
 It writes each cluster's frame number straight into its column, from the batch's clusters
 per frame, sums the energies and, for int16 windows, counts the taps at the limits, all in
 the one threaded pass that copies the clusters. The file sink writes each batch
-(`aare_lab.result_store`), with the energies summed on a few threads and the taps at the
-limits counted by `aare_lab.clipping.clipped_taps`.
+(`aare_lab.storage.result_store`), with the energies summed on a few threads and the taps at the
+limits counted by `aare_lab.model.clipping.clipped_taps`.
 """
 
 from __future__ import annotations
@@ -20,13 +20,18 @@ from typing import Self
 import numpy as np
 import xarray as xr
 
-from .. import result_memory
-from ..clipping import (CLIPPED_VARIABLE, clipped_taps, counts_clipping, tap_count_dtype,
-                        taps_per_frame)
-from .._repeat import fill_runs, repeat
-from ..parallel import parallel_copy, parallel_ranges
-from ..result_store import ResultWriter
-from ..results import copy_window_energies, window_energies
+from aare_lab.model.clipping import (
+    CLIPPED_VARIABLE,
+    clipped_taps,
+    counts_clipping,
+    tap_count_dtype,
+    taps_per_frame,
+)
+from aare_lab.model.results import copy_window_energies, window_energies
+from aare_lab.runtime import result_memory
+from aare_lab.runtime.parallel import parallel_copy, parallel_ranges
+from aare_lab.runtime.repeat import fill_runs, repeat
+from aare_lab.storage.result_store import ResultWriter
 
 #: Fields of a `ClusterBatch` with a row per kept cluster, and per branch map; every other
 #: field (not None) has a row per frame.
@@ -73,8 +78,8 @@ class GrowingRows:
     def reserve(self, rows: int) -> None:
         """Make room for ``rows`` more rows, at least doubling the capacity if it grows.
 
-        Untouched capacity costs address space only: the pages are mapped when written,
-        unless the memory is reused (`aare_lab.result_memory`), whose pages are mapped already.
+        Untouched capacity costs address space only: the pages are mapped when written, unless
+        the memory is reused (`aare_lab.runtime.result_memory`), whose pages are mapped already.
         """
         need = self.size + rows
         if need > len(self._data):
@@ -132,7 +137,7 @@ class MemorySink:
     empty
         A batch of no frames with every field's dtype and row shape (None: not produced).
     make
-        `aare_lab.results.make_result` with the run's parameters bound: takes the fields
+        `aare_lab.model.results.make_result` with the run's parameters bound: takes the fields
         by name and ``energy``.
     want
         The branch maps asked for: True (all), False, or frame numbers.
@@ -195,12 +200,12 @@ class MemorySink:
 
 
 class FileSink:
-    """A run's batches written chunk by chunk (`aare_lab.result_store.ResultWriter`).
+    """A run's batches written chunk by chunk (`aare_lab.storage.result_store.ResultWriter`).
 
     Parameters
     ----------
     out
-        The result file, or a `aare_lab.destination.Destination` claimed for it.
+        The result file, or a `aare_lab.storage.destination.Destination` claimed for it.
     empty, make, want
         As for `MemorySink`: the result of the empty batch is the file's layout.
     overwrite, compression, frames_expected
@@ -237,8 +242,8 @@ class FileSink:
         Parameters
         ----------
         energy, clipped
-            The batch's `aare_lab.results.window_energies` and, for int16 windows,
-            `aare_lab.clipping.clipped_taps`, where the caller has them already (a live
+            The batch's `aare_lab.model.results.window_energies` and, for int16 windows,
+            `aare_lab.model.clipping.clipped_taps`, where the caller has them already (a live
             run's spectrum): each window is summed once. None: computed here.
         frame_columns
             The values of the ``frame_variables`` for the batch's frames.

@@ -13,8 +13,8 @@ Twin: ``kernels/frozen.cu`` (``COMMON_MODE``) sums the same integers with atomic
 import numpy as np
 from numba import njit, prange
 
-from .._arith import round_half_away, thresholds_row, values_row
-from ..common_mode import FRACTION_BITS
+from aare_lab.detector.arith import round_half_away, thresholds_row, values_row
+from aare_lab.detector.common_mode import FRACTION_BITS
 
 SCALE = float(2 ** FRACTION_BITS)
 INV_SCALE = 1.0 / SCALE

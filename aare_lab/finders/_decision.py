@@ -19,7 +19,7 @@ from numba import njit
 from numba.extending import overload
 from numba.np.numpy_support import as_dtype
 
-from .._arith import (
+from aare_lab.detector.arith import (
     NEG_SKIP,
     QUIET_UPDATE,
     SHADOW,
@@ -28,7 +28,7 @@ from .._arith import (
     TEST3_STORE,
     round_half_away,
 )
-from ..params import SATURATED_WINDOW_DTYPES
+from aare_lab.model.params import SATURATED_WINDOW_DTYPES
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -217,7 +217,7 @@ def is_store(code):
 
 def saturated(value, out):
     """``value`` limited to the range of ``out``'s dtype if that is a saturated window dtype
-    (`aare_lab.params.SATURATED_WINDOW_DTYPES`), else ``value`` itself."""
+    (`aare_lab.model.params.SATURATED_WINDOW_DTYPES`), else ``value`` itself."""
     dtype = np.asarray(out).dtype
     if dtype.name not in SATURATED_WINDOW_DTYPES:
         return value

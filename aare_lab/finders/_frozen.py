@@ -28,7 +28,15 @@ Twin: ``kernels/frozen.cu`` implements the same frame step on the GPU.
 import numpy as np
 from numba import get_num_threads, njit, prange
 
-from .._arith import TEST1_STORE, TEST3_STORE, row_of, thresholds_row, update_quiet_row, values_row
+from aare_lab.detector.arith import (
+    TEST1_STORE,
+    TEST3_STORE,
+    row_of,
+    thresholds_row,
+    update_quiet_row,
+    values_row,
+)
+
 from ._buffers import reserve
 from ._common_mode import corrections, estimate_parallel
 from ._decision import (

@@ -1,7 +1,7 @@
 """JUNGFRAU gain switching in the finders (docs/algorithm.md, "JUNGFRAU gain switching").
 
 Per frame, `decode_row` splits each raw value into its 14-bit ADC value and a pixel
-status: the gain stage G0, G1 or G2, or FLAGGED (`aare_lab.jungfrau`'s flags: invalid
+status: the gain stage G0, G1 or G2, or FLAGGED (`aare_lab.detector.jungfrau`'s flags: invalid
 gain bits, a readout error, saturation, an uncalibrated gain). The finder's ADU pedestal
 reads the ADC values of G0 pixels as it reads a frame without gain bits; `calibrate_row`
 then turns every value into keV (G0: the ADU value over the G0 gain; G1, G2: the
@@ -17,13 +17,18 @@ Twin: ``kernels/frozen.cu`` (``GAIN_SWITCHING``) mirrors these functions line fo
 import numpy as np
 from numba import njit, prange
 
-from .._arith import G0, NEG_SKIP
-from ..jungfrau import (ADC_BITS, ADC_MASK, INVALID_GAIN_BITS, READOUT_ERROR_VALUES,
-                        SATURATED_VALUES)
+from aare_lab.detector.arith import G0, NEG_SKIP
+from aare_lab.detector.jungfrau import (
+    ADC_BITS,
+    ADC_MASK,
+    INVALID_GAIN_BITS,
+    READOUT_ERROR_VALUES,
+    SATURATED_VALUES,
+)
 
 #: Pixel status of one frame: its gain stage (G0 = 0, the one pushed), or FLAGGED.
 G1, G2, FLAGGED = np.uint8(1), np.uint8(2), np.uint8(3)
-#: Raw values that carry no energy, as `aare_lab.jungfrau` flags them (scalars for Numba).
+#: Raw values that carry no energy, as `aare_lab.detector.jungfrau` flags them (scalars for Numba).
 _READOUT_ERROR_LOW, _READOUT_ERROR_HIGH = READOUT_ERROR_VALUES
 _SATURATED_G2, _SATURATED_G0 = SATURATED_VALUES
 _MASK = np.uint16(ADC_MASK)

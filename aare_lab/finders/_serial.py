@@ -24,7 +24,8 @@ only pushed pixels count as quiet for step 2.
 
 from numba import njit
 
-from .._arith import G0, QUIET_UPDATE, pushed_row, thresholds_row, values_row
+from aare_lab.detector.arith import G0, QUIET_UPDATE, pushed_row, thresholds_row, values_row
+
 from ._buffers import reserve
 from ._common_mode import corrections, estimate_serial
 from ._decision import (

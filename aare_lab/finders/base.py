@@ -15,23 +15,29 @@ import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
-from .. import interrupt
-from .._repeat import repeat, run_ends
-from ..capacity import ON_TRUNCATION, cap_to_attr, report_truncation, truncation_message
-from ..checks import positive_int
-from ..clipping import report_clipping
-from ..common_mode import region_count
-from ..dark_quality import assess_dark
-from ..destination import Destination
-from ..frames import as_frame_stack
-from ..jungfrau import GainBitsTally, GainBitsWarning, gain_bits_per_frame
-from ..params import INTEGER_WINDOW_DTYPES
-from ..pedestal import Pedestal
-from ..result_store import open_result
-from ..results import make_result
-from ..sources import FrameSource, open_source
-from ..sources.files import input_record
-from ..spec import RECONFIGURABLE, FinderSpec
+from aare_lab.checks import positive_int
+from aare_lab.detector.common_mode import region_count
+from aare_lab.detector.dark.quality import assess_dark
+from aare_lab.detector.jungfrau import GainBitsTally, GainBitsWarning, gain_bits_per_frame
+from aare_lab.detector.pedestal import Pedestal
+from aare_lab.frames import as_frame_stack
+from aare_lab.model.capacity import (
+    ON_TRUNCATION,
+    cap_to_attr,
+    report_truncation,
+    truncation_message,
+)
+from aare_lab.model.clipping import report_clipping
+from aare_lab.model.params import INTEGER_WINDOW_DTYPES
+from aare_lab.model.results import make_result
+from aare_lab.model.spec import RECONFIGURABLE, FinderSpec
+from aare_lab.runtime import interrupt
+from aare_lab.runtime.repeat import repeat, run_ends
+from aare_lab.sources import FrameSource, open_source
+from aare_lab.sources.files import input_record
+from aare_lab.storage.destination import Destination
+from aare_lab.storage.result_store import open_result
+
 from ._assembly import FileSink, MemorySink, RunTally
 from ._common_mode import ROWS_PER_TASK
 from ._gain import calibration_arrays
@@ -124,7 +130,7 @@ class Finder(ABC):
         Capacity per frame (the first ones in raster order are kept); None: unbounded.
     window_dtype
         ``"int32"`` (rounded half away from zero), ``"int16"`` (rounded, saturated and
-        counted: `aare_lab.spec.FinderSpec`), ``"float32"`` or ``"float64"``.
+        counted: `aare_lab.model.spec.FinderSpec`), ``"float32"`` or ``"float64"``.
     on_truncation
         ``"warn"`` (default) or ``"error"`` when a frame exceeds the capacity.
     chunk_frames
@@ -132,10 +138,10 @@ class Finder(ABC):
         results do not depend on it.
     common_mode
         None (default) or ``"none"``; ``"moench03"``, ``"jungfrau"``, ``"jungfrau-rows"``
-        or a label map (see `aare_lab.common_mode.CommonMode`): subtract a per-frame offset
+        or a label map (see `aare_lab.detector.common_mode.CommonMode`): subtract a per-frame offset
         per region.
     calibration
-        None (default), or a `aare_lab.jungfrau.JungfrauCalibration` of the frames' shape:
+        None (default), or a `aare_lab.detector.jungfrau.JungfrauCalibration` of the frames' shape:
         the frames are raw JUNGFRAU values with gain bits, the pedestal is the G0 pedestal
         in ADU, and values, thresholds, windows and energies are in keV (window_dtype
         float32 or float64).
@@ -145,7 +151,7 @@ class Finder(ABC):
     spec
         The `FinderSpec` of this finder (its pedestal's dtype, noise and N included).
     gain_bits
-        Without a calibration, a `aare_lab.jungfrau.GainBitsTally` of the pixels with gain
+        Without a calibration, a `aare_lab.detector.jungfrau.GainBitsTally` of the pixels with gain
         bits (values above 14 bits) in the frames processed since `find` or `spectrum`
         began, or since the last `report_gain_bits`, until the finder has warned; None with
         one. `report_gain_bits` warns about them.
@@ -213,7 +219,7 @@ class Finder(ABC):
         ------
         ValueError
             For an invalid value, or for a parameter that needs a new finder (cluster size,
-            dtypes, noise...: ``finder.spec.replace(...).make_finder(pedestal)``).
+            dtypes, noise...: ``make_finder(finder.spec.replace(...), pedestal)``).
         TypeError
             For a name that is not a `FinderSpec` parameter.
         """
@@ -226,7 +232,7 @@ class Finder(ABC):
             raise ValueError(
                 f"{', '.join(sorted(others))} cannot change on a finder (only "
                 f"{' and '.join(RECONFIGURABLE)} can): build a new finder, e.g. "
-                "finder.spec.replace(...).make_finder(pedestal)")
+                "make_finder(finder.spec.replace(...), pedestal)")
         changes = {name: value for name, value in zip(
             RECONFIGURABLE, (n_sigma, max_clusters_per_frame)) if value is not UNCHANGED}
         self.spec = self.spec.replace(**changes)
@@ -256,21 +262,21 @@ class Finder(ABC):
             Show a progress bar.
         out
             A netCDF file to write the result into chunk by chunk while it is found, so
-            that memory stays flat however long the run (`aare_lab.result_store`): written
+            that memory stays flat however long the run (`aare_lab.storage.result_store`): written
             as ``<stem>.partial.nc`` and renamed to ``out`` once the run ended.
         overwrite
             Whether an existing file at ``out`` may be replaced (once the new one is whole).
         compression
             How ``out`` stores its growing variables: ``"deflate"`` (HDF5's shuffle and
             deflate filters, which every netCDF4 reader decodes; about a third of the
-            bytes) or ``"none"`` (`aare_lab.result_store.COMPRESSIONS`).
+            bytes) or ``"none"`` (`aare_lab.storage.result_store.COMPRESSIONS`).
 
         Returns
         -------
         xarray.Dataset
             The clusters, ``n_found``/``n_kept`` per frame, provenance, and the branch maps
-            if asked (see `aare_lab.results`). With ``out``, opened lazily from the file
-            (`aare_lab.result_store.open_result`; close it when done).
+            if asked (see `aare_lab.model.results`). With ``out``, opened lazily from the file
+            (`aare_lab.storage.result_store.open_result`; close it when done).
 
         Raises
         ------
@@ -278,25 +284,25 @@ class Finder(ABC):
             Before training is complete.
         TruncationError
             With ``on_truncation="error"``, when a frame exceeded the capacity.
-        aare_lab.destination.DestinationExists, aare_lab.destination.DestinationBusy
+        aare_lab.storage.destination.DestinationExists, aare_lab.storage.destination.DestinationBusy
             With ``out``, when it exists (without ``overwrite``) or another process
             writes it; nothing was run.
-        aare_lab.result_store.ResultWriteError
+        aare_lab.storage.result_store.ResultWriteError
             With ``out``, when the disk is full or a write fails: the run stops at once,
             and the error says how many frames the partial file keeps.
         KeyboardInterrupt
-            On Ctrl-C (`aare_lab.interrupt.Terminated` on the command line's SIGTERM),
+            On Ctrl-C (`aare_lab.runtime.interrupt.Terminated` on the command line's SIGTERM),
             raised between two chunks, never inside one.
 
         Warns
         -----
-        aare_lab.clipping.WindowClippedWarning
+        aare_lab.model.clipping.WindowClippedWarning
             With int16 windows, when stored values sit at the int16 limits (the count per
             frame is ``n_window_clipped``).
-        aare_lab.result_store.IncompleteResultWarning
+        aare_lab.storage.result_store.IncompleteResultWarning
             With ``out``, when the run stops early (an exception, Ctrl-C): the partial file
             keeps every chunk completed before, marked ``complete = 0``.
-        aare_lab.jungfrau.GainBitsWarning
+        aare_lab.detector.jungfrau.GainBitsWarning
             Without a calibration, for frames with values above 14 bits (`report_gain_bits`).
         """
         want = _branch_selection(branch_maps)
@@ -344,7 +350,7 @@ class Finder(ABC):
         finder.
 
         Without a calibration such values are ADC counts of a huge energy: the warning
-        names the remedy (`aare_lab.jungfrau.GainBitsWarning`). Once is enough: a run split
+        names the remedy (`aare_lab.detector.jungfrau.GainBitsWarning`). Once is enough: a run split
         into several calls, a widget's re-runs of one stack and a stream's chunks all have
         the same cause. `find` and `assemble` call it; callers of `process_chunk` or
         `find_batches` call it themselves, after each chunk to warn early in a long run.
@@ -449,7 +455,7 @@ class Finder(ABC):
                  warn: bool = True) -> xr.Dataset:
         """The result Dataset of batches from `find_batches`, with truncation, gain bits,
         clipped int16 windows and too few dark frames
-        (`aare_lab.dark_quality.DarkFrameWarning`) reported.
+        (`aare_lab.detector.dark.quality.DarkFrameWarning`) reported.
 
         For callers that consume batches themselves (a widget that checks for cancellation
         between chunks) and then want what `find` returns; ``branch_maps`` as given there.
@@ -459,7 +465,7 @@ class Finder(ABC):
         warn
             False leaves gain bits, clipped windows and the dark frames to the caller, who
             shows them another way (`take_gain_bits`,
-            `aare_lab.clipping.clipping_message`, `aare_lab.dark_quality.DarkQuality.warning`);
+            `aare_lab.model.clipping.clipping_message`, `aare_lab.detector.dark.quality.DarkQuality.warning`);
             truncation is reported as ``on_truncation`` says either way.
         """
         want = _branch_selection(branch_maps)
@@ -518,7 +524,7 @@ class Finder(ABC):
         """A result file that batches from `find_batches` are written to as they come
         (`FileSink.add`), laid out as ``find(..., out=path)`` writes it, without branch maps;
         `FileSink.close` marks it complete or not (and, complete, moves it into place).
-        For callers that consume batches themselves (`aare_lab.live.LiveRun`);
+        For callers that consume batches themselves (`aare_lab.stream.live.LiveRun`);
         ``overwrite`` and ``frame_variables`` as for `FileSink`."""
         dark = assess_dark(self.pedestal, self.spec.n_sigma)
         return FileSink(path, self._empty_batch(), self._result_maker(dark), False,

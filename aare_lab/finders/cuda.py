@@ -16,16 +16,17 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
-from ..capacity import report_truncation, truncation_message
-from ..checks import positive_int
-from ..clipping import refuse_clipping
-from ..gpu.device import cupy_or_raise
-from ..gpu.engine import FrozenEngine, Launch
-from ..gpu.feed import HOST_MEMORY, HostFeed
-from ..gpu.kernels import DEFAULT_BLOCK_THREADS
-from ..gpu.source import DeviceArraySource
-from ..results import energy_coords
-from ..sources import ArraySource, FrameSource
+from aare_lab.checks import positive_int
+from aare_lab.gpu.device import cupy_or_raise
+from aare_lab.gpu.engine import FrozenEngine, Launch
+from aare_lab.gpu.feed import HOST_MEMORY, HostFeed
+from aare_lab.gpu.kernels import DEFAULT_BLOCK_THREADS
+from aare_lab.gpu.source import DeviceArraySource
+from aare_lab.model.capacity import report_truncation, truncation_message
+from aare_lab.model.clipping import refuse_clipping
+from aare_lab.model.results import energy_coords
+from aare_lab.sources import ArraySource, FrameSource
+
 from .base import ClusterBatch, Finder
 
 
@@ -135,7 +136,7 @@ class CudaFinder(Finder):
 
         The pedestal advances as in `find`. Energies are window sums in ADU (keV with a
         calibration); the counts equal ``numpy.histogram`` of the same clusters' energies
-        (`aare_lab.results.spectrum`).
+        (`aare_lab.model.results.spectrum`).
 
         Parameters
         ----------
@@ -162,11 +163,11 @@ class CudaFinder(Finder):
         ------
         ValueError
             For a finder of int16 windows: their energies may be clipped sums, which only
-            the shipped windows can tell (`aare_lab.clipping`), and a spectrum ships none.
+            the shipped windows can tell (`aare_lab.model.clipping`), and a spectrum ships none.
 
         Warns
         -----
-        aare_lab.jungfrau.GainBitsWarning
+        aare_lab.detector.jungfrau.GainBitsWarning
             As `find`.
         """
         refuse_clipping(self.spec.window_dtype, "spectrum()", "use find()")

@@ -20,9 +20,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..capacity import cap_to_attr
-from ..common_mode import region_count
-from ..parallel import parallel_copy
+from aare_lab.detector.common_mode import region_count
+from aare_lab.model.capacity import cap_to_attr
+from aare_lab.runtime.parallel import parallel_copy
+
 from .bands import Bands, cut_bands
 from .device import cuda_context, cupy_or_raise
 from .feed import pinned_array
@@ -55,7 +56,8 @@ class ChunkOutput(NamedTuple):
 
     The clusters come frame by frame, ``n_kept[k]`` of them for frame ``k``. Per frame,
     ``n_flagged`` counts the pixels a calibration flags and ``gain_bits`` (frames without a
-    calibration) the pixels whose gain bits are set (`aare_lab.jungfrau.gain_bits_per_frame`).
+    calibration) the pixels whose gain bits are set
+    (`aare_lab.detector.jungfrau.gain_bits_per_frame`).
     """
 
     n_found: np.ndarray
@@ -133,7 +135,7 @@ class FrozenEngine:
         Threads per block, 256, 512 or 1024 (`aare_lab.gpu.kernels.BLOCK_THREADS`).
     labels
         The common-mode region of every pixel, ``(ny, nx)`` integers with -1 for pixels
-        outside every region (`aare_lab.common_mode.CommonMode.labels`), or None for no
+        outside every region (`aare_lab.detector.common_mode.CommonMode.labels`), or None for no
         common-mode correction (the kernel variant without it).
     calibration
         A JUNGFRAU calibration's ``(pedestal, gain)``, both ``(3, ny, nx)`` in

@@ -7,7 +7,7 @@ are copied as they are, and other frames reach the device in one of two ways:
 - ``"register"``: the caller's array is page-locked in place (``cudaHostRegister``) for the
   duration of a call, and each chunk is copied straight from it;
 - ``"stage"``: a worker thread reads the source ahead and copies each chunk (with a few
-  threads of their own, `aare_lab.parallel`'s ``"staging"`` pool, so that they never
+  threads of their own, `aare_lab.runtime.parallel`'s ``"staging"`` pool, so that they never
   wait behind the copies of the results) into a ring of pinned staging buffers
   (`StagingRing`), from which the copy engine moves it to the device. Pinned memory
   stays bounded (`STAGING_BUFFERS` chunks) and is reused, and the host copy of the next
@@ -29,8 +29,9 @@ from functools import partial
 
 import numpy as np
 
-from ..parallel import parallel_copy
-from ..sources.base import FrameChunk
+from aare_lab.runtime.parallel import parallel_copy
+from aare_lab.sources.base import FrameChunk
+
 from .device import cuda_context
 
 HOST_MEMORY = ("auto", "register", "stage")

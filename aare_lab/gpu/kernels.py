@@ -17,7 +17,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..params import INTEGER_WINDOW_DTYPES, SATURATED_WINDOW_DTYPES
+from aare_lab.model.params import INTEGER_WINDOW_DTYPES, SATURATED_WINDOW_DTYPES
+
 from .device import cupy_or_raise
 
 SOURCE = "frozen.cu"

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..sources.base import FrameChunk, FrameSource, Reader, as_frame_numbers, check_not_empty
+from aare_lab.sources.base import FrameChunk, FrameSource, Reader, as_frame_numbers, check_not_empty
 
 
 class DeviceArraySource(FrameSource):

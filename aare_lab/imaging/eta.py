@@ -23,7 +23,8 @@ from typing import Callable
 import numpy as np
 import xarray as xr
 
-from ..flags import cf_flags
+from aare_lab.flags import cf_flags
+
 from . import _eta_loops
 
 #: aare's ``corner`` codes: the 2x2 block of the central 3x3 that holds the centre and

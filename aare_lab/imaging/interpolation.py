@@ -35,7 +35,8 @@ import os
 import numpy as np
 import xarray as xr
 
-from ..results import read_netcdf, write_netcdf
+from aare_lab.storage.netcdf import read_netcdf, write_netcdf
+
 from . import _lookup_loops
 from .eta import ETA_FUNCTIONS, array_module
 

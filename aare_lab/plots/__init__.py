@@ -10,8 +10,15 @@ functions draw a view and return its figure. Artists carry a ``gid`` naming thei
 """
 
 from ._figure import new_figure
-from .branchmap import (BRANCH_COLOURS, BranchDiffView, BranchMapView, branch_diff_plot,
-                        branch_map_plot, frame_centres, frame_codes)
+from .branchmap import (
+                        BRANCH_COLOURS,
+                        BranchDiffView,
+                        BranchMapView,
+                        branch_diff_plot,
+                        branch_map_plot,
+                        frame_centres,
+                        frame_codes,
+)
 from .campaign import CampaignView, campaign_plot
 from .caps import CapView, cap_plot
 from .explanation import ExplanationTable, explanation_html, explanation_text

@@ -13,9 +13,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ..branches import Branch
-from ..labels import as_labelled
-from ..results import branch_maps
+from aare_lab.detector.branches import Branch
+from aare_lab.model.labels import as_labelled
+from aare_lab.model.results import branch_maps
+
 from ._figure import single_axes
 from ._view import View
 

@@ -9,7 +9,8 @@ import xarray as xr
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..caps import byte_size
+from aare_lab.analysis.caps import byte_size
+
 from ._figure import single_axes
 from ._view import View
 
@@ -64,7 +65,7 @@ class CapView(View):
     Parameters
     ----------
     report
-        An `aare_lab.caps.cap_analysis` report.
+        An `aare_lab.analysis.caps.cap_analysis` report.
     ax, fig
         Axes to draw into, or a figure to fill (default: a new figure).
     managed
@@ -118,5 +119,5 @@ class CapView(View):
 
 
 def cap_plot(report: xr.Dataset, *, ax: Axes | None = None, fig: Figure | None = None) -> Figure:
-    """Draw a `CapView` of an `aare_lab.caps.cap_analysis` report and return its figure."""
+    """Draw a `CapView` of an `aare_lab.analysis.caps.cap_analysis` report and return its figure."""
     return CapView(report, ax=ax, fig=fig).figure

@@ -1,4 +1,4 @@
-"""Text and HTML renderings of an `aare_lab.explain.Explanation` (no matplotlib)."""
+"""Text and HTML renderings of an `aare_lab.analysis.explain.Explanation` (no matplotlib)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import html
 
 import numpy as np
 
-from ..branches import Branch
-from ..explain import TEST_FORMULAS, TEST_TITLES, TESTS, Explanation
+from aare_lab.analysis.explain import TEST_FORMULAS, TEST_TITLES, TESTS, Explanation
+from aare_lab.detector.branches import Branch
 
 #: The columns of each finder's table of tests.
 TEST_COLUMNS = ("test", "rule", "operands", "true", "margin", "ULPs")
@@ -161,7 +161,7 @@ class ExplanationTable:
     Parameters
     ----------
     explanation
-        From `aare_lab.explain.explain`.
+        From `aare_lab.analysis.explain.explain`.
 
     Attributes
     ----------

@@ -19,9 +19,10 @@ from matplotlib.axes import Axes
 from matplotlib.colors import Normalize, TwoSlopeNorm
 from matplotlib.figure import Figure
 
-from ..compare import check_comparable
-from ..labels import as_labelled
-from ..params import parse_cluster_size
+from aare_lab.analysis.compare import check_comparable
+from aare_lab.model.labels import as_labelled
+from aare_lab.model.params import parse_cluster_size
+
 from ._figure import figure_for
 from ._view import View
 
@@ -84,8 +85,8 @@ class MismatchView(View):
     results
         Two or more results over the same frames (a sequence or ``label -> result``).
     frame, y, x
-        The site (for example `aare_lab.compare.worst_mismatch`, or a site of a
-        `aare_lab.compare.Comparison`).
+        The site (for example `aare_lab.analysis.compare.worst_mismatch`, or a site of a
+        `aare_lab.analysis.compare.Comparison`).
     labels
         Names for a sequence of results.
     half_size
@@ -228,7 +229,7 @@ def mismatch_panel(results: Mapping[str, xr.Dataset] | Sequence[xr.Dataset],
                    fig: Figure | None = None, difference: bool = False) -> Figure:
     """Draw a `MismatchView` of one site and return its figure.
 
-    The worst site of a comparison is ``aare_lab.compare.worst_mismatch(comparisons)``.
+    The worst site of a comparison is ``aare_lab.analysis.compare.worst_mismatch(comparisons)``.
     """
     return MismatchView(results, frame, y, x, labels=labels, half_size=half_size, cmap=cmap,
                         fig=fig, difference=difference).figure

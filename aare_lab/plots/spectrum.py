@@ -7,7 +7,8 @@ import xarray as xr
 from matplotlib import patheffects
 from matplotlib.figure import Figure
 
-from ..spectra import (
+from aare_lab.analysis.fit import value_and_error
+from aare_lab.analysis.spectra import (
     RUN_COORDS,
     peak_fit,
     shown_energy,
@@ -15,8 +16,8 @@ from ..spectra import (
     spectrum_ratio_error,
     spectrum_units,
 )
-from ..fit import value_and_error
-from ..results import spectrum_edges
+from aare_lab.model.results import spectrum_edges
+
 from ._figure import figure_for
 from ._view import View
 
@@ -38,7 +39,7 @@ COMPONENT_COLOURS = {"Kα": "#9467bd", "Kβ": "#17becf", "background": "0.45",
 
 
 def _by_finder(spectra: xr.DataArray) -> xr.DataArray:
-    """Spectra over ``finder``; one spectrum (`aare_lab.results.spectrum`) becomes a
+    """Spectra over ``finder``; one spectrum (`aare_lab.model.results.spectrum`) becomes a
     finder of its own, its run parameters taken from its attributes."""
     if "finder" in spectra.dims:
         return spectra
@@ -160,12 +161,12 @@ class SpectrumView(View):
     Parameters
     ----------
     spectra
-        Counts over ``(finder, energy)`` from `aare_lab.spectra.spectra`, or one spectrum
-        over ``energy`` (`aare_lab.results.spectrum`, or counts accumulated over fixed
+        Counts over ``(finder, energy)`` from `aare_lab.analysis.spectra.spectra`, or one spectrum
+        over ``energy`` (`aare_lab.model.results.spectrum`, or counts accumulated over fixed
         edges), with the edges as ``energy_lo``/``energy_hi``; the axis is in their
         ``units`` (ADU, or keV for calibrated results).
     fits
-        Peak fits from `aare_lab.spectra.fit_peaks`: each drawn over its spectrum, thick,
+        Peak fits from `aare_lab.analysis.spectra.fit_peaks`: each drawn over its spectrum, thick,
         dashed and in a contrasting colour (a Kα/Kβ doublet as one curve; fits that
         coincide in interleaved dashes, so each shows in its annotation's colour), its
         (Kα) position as a dotted line, with position, FWHM and resolution (and a
@@ -188,7 +189,7 @@ class SpectrumView(View):
         and their Poisson errors, the fitted curve, its Kα, Kβ and background parts, and
         below it the residuals ``(counts - fit) / sqrt(fit)`` with chi²/ndf.
     compare_fits
-        Fits of the same spectra by another model (`aare_lab.spectra.fit_peaks`, e.g. one
+        Fits of the same spectra by another model (`aare_lab.analysis.spectra.fit_peaks`, e.g. one
         gaussian beside the doublet): the reference's is drawn in the fit region with its
         residuals and summary.
     note
@@ -490,8 +491,8 @@ def spectrum_plot(spectra: xr.DataArray, fits: xr.Dataset | None = None, *, log:
                   note: str | None = None, fig: Figure | None = None) -> Figure:
     """Draw a `SpectrumView` and return its figure.
 
-    Spectra come from `aare_lab.spectra.spectra` (or `aare_lab.spectrum`), fits from
-    `aare_lab.spectra.fit_peaks`; ``gain`` is for spectra in ADU only; ``detail`` adds the
+    Spectra come from `aare_lab.analysis.spectra.spectra` (or `aare_lab.spectrum`), fits from
+    `aare_lab.analysis.spectra.fit_peaks`; ``gain`` is for spectra in ADU only; ``detail`` adds the
     fit region with the fit's parts and residuals, ``compare_fits`` a second model's fits
     there (`SpectrumView`).
     """

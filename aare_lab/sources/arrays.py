@@ -7,7 +7,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..frames import as_frame_stack
+from aare_lab.frames import as_frame_stack
+
 from .base import FrameChunk, FrameSource, Reader, as_frame_numbers, check_not_empty
 
 

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import errno
 import itertools
 import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
-from ..checks import positive_int
-from ..frames import FRAME_DTYPE, as_frame_stack, check_dtype
+from aare_lab.checks import positive_int
+from aare_lab.frames import FRAME_DTYPE, as_frame_stack, check_dtype
 
 
 class FrameChunk(NamedTuple):
@@ -327,17 +325,6 @@ def as_frame_numbers(numbers, n_frames: int, what: str) -> np.ndarray:
             f"frame numbers of {what} must be unique; repeated: {values[counts > 1][:5].tolist()}"
         )
     return arr
-
-
-def existing_file(path) -> Path:
-    """Return ``path`` as a `Path`, refusing a missing file or a folder before any reader
-    sees it (readers would fail with messages that name neither)."""
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"'{path}' is a folder, not a file: give a file in it")
-    if not path.is_file():
-        raise FileNotFoundError(errno.ENOENT, "No such file", str(path))
-    return path
 
 
 def counts_text(counts: dict[str, int]) -> str:

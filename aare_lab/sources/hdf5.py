@@ -9,7 +9,9 @@ from os import PathLike
 import h5py
 import numpy as np
 
-from .base import FrameChunk, FrameSource, Reader, as_frame_numbers, check_stack, existing_file
+from aare_lab.checks import existing_file
+
+from .base import FrameChunk, FrameSource, Reader, as_frame_numbers, check_stack
 
 
 class Hdf5Source(FrameSource):

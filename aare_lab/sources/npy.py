@@ -8,8 +8,10 @@ from os import PathLike
 
 import numpy as np
 
+from aare_lab.checks import existing_file
+
 from .arrays import ArraySource
-from .base import FrameChunk, FrameSource, Reader, as_frame_numbers, check_stack, existing_file
+from .base import FrameChunk, FrameSource, Reader, as_frame_numbers, check_stack
 
 #: The member of an ``.npz`` file that holds the frame numbers, if any.
 FRAME_NUMBERS_KEY = "frame_numbers"

@@ -13,8 +13,10 @@ import threading
 import time
 from collections.abc import Iterator
 
-from ..checks import positive_int
+from aare_lab.checks import positive_int
+
 from .base import FrameChunk, FrameSource
+from .opening import open_source
 
 
 class PacedSource(FrameSource):
@@ -44,8 +46,6 @@ class PacedSource(FrameSource):
 
     def __init__(self, source, rate: float, *, chunk_frames: int = 64,
                  queue_chunks: int = 8, repeat: bool = False):
-        from . import open_source
-
         self.source = open_source(source)
         if not rate > 0:
             raise ValueError(f"rate must be > 0 frames per second, got {rate!r}")

@@ -9,8 +9,9 @@ from os import PathLike
 
 import numpy as np
 
-from .base import FrameChunk, FrameSource, Reader, check_not_empty, existing_file
+from aare_lab.checks import existing_file
 
+from .base import FrameChunk, FrameSource, Reader, check_not_empty
 
 #: Fields that every slsDetector master file in JSON (version 7 on) has.
 MASTER_FIELDS = ("Version", "Detector Type", "Pixels")

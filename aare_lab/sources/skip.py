@@ -16,7 +16,7 @@ Where acquisitions begin:
 
 A finite source's skipped frames are known when it is opened (``frames_skipped``); a
 stream's are counted as they come (``stats.frames_skipped``). Results record
-``skip_first`` and ``frames_skipped`` (`aare_lab.results`).
+``skip_first`` and ``frames_skipped`` (`aare_lab.model.results`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..checks import positive_int
+from aare_lab.checks import positive_int
+
 from .base import FrameChunk, FrameSource, Reader
 
 
@@ -195,7 +196,7 @@ class SkippingStats:
 class LiveSkipFirst:
     """A live source without the first ``skip_first`` frames of each acquisition.
 
-    Everything a live consumer (`aare_lab.live.LiveRun`) uses is the stream's, except
+    Everything a live consumer (`aare_lab.stream.live.LiveRun`) uses is the stream's, except
     `chunks`, which leaves the frames out, and `stats`, which counts them
     (`SkippingStats`). An acquisition begins when a chunk's acquisition is higher than
     any seen before, so chunks given back with `unread` are not skipped again.

@@ -13,7 +13,8 @@ from collections import deque
 
 import numpy as np
 
-from ..frames import FRAME_DTYPE
+from aare_lab.frames import FRAME_DTYPE
+
 from .base import FrameChunk
 from .sls_assembly import Frame
 

@@ -92,7 +92,8 @@ from collections.abc import Iterator, Sequence
 
 import zmq
 
-from ..checks import positive_int
+from aare_lab.checks import positive_int
+
 from .base import FrameChunk, FrameSource
 from .sls_assembly import END, Assembler, Boundary, Frame
 from .sls_chunks import ChunkBuilder, ChunkQueue
@@ -227,10 +228,10 @@ class StreamSource(FrameSource):
 
     Examples
     --------
-    A stand-in for the receiver (`aare_lab.streamsim`) sends one acquisition:
+    A stand-in for the receiver (`aare_lab.stream.publisher`) sends one acquisition:
 
     >>> import numpy as np
-    >>> from aare_lab.streamsim import StreamPublisher
+    >>> from aare_lab.stream.publisher import StreamPublisher
     >>> with StreamPublisher("tcp://127.0.0.1:0") as receiver, \\
     ...         StreamSource(receiver.endpoints) as source:
     ...     receiver.wait_for_subscribers()

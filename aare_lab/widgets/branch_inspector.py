@@ -1,7 +1,7 @@
 """BranchInspector: the branch every pixel took, per finder and frame, and why.
 
 Branch lookups are cheap and done on the UI thread; reading a frame of the data and
-explaining a pixel (`aare_lab.explain.explain`) run on the widget's worker. A click on
+explaining a pixel (`aare_lab.analysis.explain.explain`) run on the widget's worker. A click on
 the canvas (ipympl ``button_press_event``, which `aare_lab.widgets.figures.FigureHost`
 hands to the UI thread) selects the pixel under it; hovering shows its coordinates,
 branch and value in the canvas footer (``ax.format_coord``).
@@ -18,9 +18,10 @@ import numpy as np
 import xarray as xr
 from matplotlib.patches import Rectangle
 
-from ..branches import Branch
-from ..labels import as_labelled
-from ..params import parse_cluster_size
+from aare_lab.detector.branches import Branch
+from aare_lab.model.labels import as_labelled
+from aare_lab.model.params import parse_cluster_size
+
 from .base import InteractiveWidget, _message, trim_oldest
 from .graph import Input, ViewNode
 
@@ -264,7 +265,7 @@ class BranchInspector(InteractiveWidget):
 
     @property
     def explanation(self):
-        """The `aare_lab.explain.Explanation` of the selected pixel (None: not (yet))."""
+        """The `aare_lab.analysis.explain.Explanation` of the selected pixel (None: not (yet))."""
         if self._explain_task is None or self.pixel is None:
             return None
         e = self._explain_task.value
@@ -355,7 +356,7 @@ class BranchInspector(InteractiveWidget):
         return out
 
     def _codes(self, label: str, frame: int) -> np.ndarray:
-        from ..plots.branchmap import frame_codes
+        from aare_lab.plots.branchmap import frame_codes
 
         return frame_codes(self.results[label], frame)
 
@@ -383,7 +384,7 @@ class BranchInspector(InteractiveWidget):
 
     def _read_frame(self, job, frame: int):
         """On the worker: the raw frame numbered ``frame``."""
-        from ..sources import open_source
+        from aare_lab.sources import open_source
 
         if frame not in self._frames_read:
             for chunk in open_source(self.frames).chunks(64):
@@ -399,7 +400,7 @@ class BranchInspector(InteractiveWidget):
 
     def _explain(self, job, frame: int, pixel):
         """On the worker: the explanation of ``pixel`` in ``frame`` for every finder."""
-        from ..explain import explain
+        from aare_lab.analysis.explain import explain
 
         if pixel is None:
             return None
@@ -439,7 +440,7 @@ class BranchInspector(InteractiveWidget):
     # ----------------------------------------------------------------- views
     def _render_map(self, frame: int, finder: str, diff: str | None, pixel,
                     zoom: bool) -> None:
-        from ..plots.branchmap import BranchDiffView, BranchMapView, frame_centres
+        from aare_lab.plots.branchmap import BranchDiffView, BranchMapView, frame_centres
 
         codes = self._codes(finder, frame)
         centres = frame_centres(self.results[finder], frame)
@@ -543,7 +544,7 @@ class BranchInspector(InteractiveWidget):
             self.status.show(self.describe(None))
 
     def _render_explanation(self, frame: int, pixel) -> None:
-        from ..plots.explanation import ExplanationTable
+        from aare_lab.plots.explanation import ExplanationTable
 
         task = self._explain_task
         if task is None or pixel is None:

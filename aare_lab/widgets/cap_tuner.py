@@ -15,9 +15,10 @@ import ipywidgets as widgets
 import numpy as np
 import xarray as xr
 
-from ..caps import buffer_bytes_per_frame, byte_size, cap_analysis
-from ..checks import positive_int
-from ..params import WINDOW_DTYPES, parse_cluster_size
+from aare_lab.analysis.caps import buffer_bytes_per_frame, byte_size, cap_analysis
+from aare_lab.checks import positive_int
+from aare_lab.model.params import WINDOW_DTYPES, parse_cluster_size
+
 from .base import InteractiveWidget
 from .graph import Input, ViewNode
 
@@ -70,7 +71,7 @@ class CapTuner(InteractiveWidget):
     Moving the slider (or typing a cap) shows, for that cap: the histogram of clusters per
     frame with the cap line, the frames it would truncate and the clusters it would drop
     (in an HTML table, and in ``report``), the bytes of output buffer per frame at the
-    window dtype (`aare_lab.caps.buffer_bytes_per_frame`), per 1000 frames, and per second
+    window dtype (`aare_lab.analysis.caps.buffer_bytes_per_frame`), per 1000 frames, and per second
     at ``frame_rate`` (what moving full buffers over PCIe would take), beside the data
     actually kept. The recommended cap (`recommend_cap`) is one click away.
 
@@ -192,7 +193,8 @@ class CapTuner(InteractiveWidget):
 
     @property
     def report(self) -> xr.Dataset | None:
-        """The `aare_lab.caps.cap_analysis` Dataset shown now (None before the first draw)."""
+        """The `aare_lab.analysis.caps.cap_analysis` Dataset shown now (None before the first
+        draw)."""
         return self._shown
 
     @property
@@ -270,7 +272,7 @@ class CapTuner(InteractiveWidget):
                 f"{byte_size(a['bytes_per_frame'])} per frame")
 
     def _draw(self, report: xr.Dataset) -> None:
-        from ..plots.caps import CapView
+        from aare_lab.plots.caps import CapView
 
         if self.view is None:
             self.view = CapView(report, fig=self.host.figure)

@@ -5,15 +5,16 @@ from __future__ import annotations
 import ipywidgets as widgets
 import numpy as np
 
-from ..checks import positive_int
-from ..clipping import refuse_clipping
-from ..finders import FINDERS, available_finders
-from ..fit import line_energies
-from ..params import parse_cluster_size
-from ..pedestal import NOISE_MODES, PEDESTAL_DTYPES
-from ..spec import FinderSpec
-from ..results import spectrum, spectrum_edges
-from ..spectra import fit_or_none, peak_fit, shown_energy, spectrum_units
+from aare_lab.analysis.fit import line_energies
+from aare_lab.analysis.spectra import fit_or_none, peak_fit, shown_energy, spectrum_units
+from aare_lab.checks import positive_int
+from aare_lab.detector.pedestal import NOISE_MODES, PEDESTAL_DTYPES
+from aare_lab.finders import FINDERS, available_finders
+from aare_lab.model.clipping import refuse_clipping
+from aare_lab.model.params import parse_cluster_size
+from aare_lab.model.results import spectrum, spectrum_edges
+from aare_lab.model.spec import FinderSpec
+
 from .base import InteractiveWidget
 from .controls import (
     N_SIGMA_MAX,
@@ -67,7 +68,7 @@ class FinderControls(InteractiveWidget):
     lines
         For a source of known lines, the Kα and Kβ energies in keV (or
         `aare_lab.simulate.Beam.lines`): the fit is then the Kα/Kβ doublet of
-        `aare_lab.fit`. Default: one gaussian.
+        `aare_lab.analysis.fit`. Default: one gaussian.
     interactive, max_hz
         As for `aare_lab.widgets.base.InteractiveWidget`.
 
@@ -276,7 +277,7 @@ class FinderControls(InteractiveWidget):
             self.notes_line.show(self.outcome.notes)
 
     def _draw_spectrum(self, outcome: RunOutcome) -> None:
-        from ..plots import SpectrumView
+        from aare_lab.plots import SpectrumView
 
         if self._spectrum_view is None:
             self._spectrum_view = SpectrumView(outcome.spectrum, outcome.fits,

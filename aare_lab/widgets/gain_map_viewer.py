@@ -86,7 +86,7 @@ class GainMapViewer(InteractiveWidget):
         self.pixel_node.set(tuple(int(v) for v in pixel))
 
     def _draw(self, pixel: tuple[int, int]) -> None:
-        from ..plots.gain_map import GainMapView
+        from aare_lab.plots.gain_map import GainMapView
 
         if self.view is None:
             self.view = GainMapView(self.gain, self.spectra, pixel, fig=self.host.figure)

@@ -79,12 +79,12 @@ class InterpolationViewer(InteractiveWidget):
         self.subpixel_slider.value = value
 
     def _interpolate(self, job) -> xr.Dataset:
-        from ..imaging import interpolate
+        from aare_lab.imaging import interpolate
 
         return interpolate(self.result, self.maps)
 
     def _images(self, job, photons: xr.Dataset, subpixels: int):
-        from ..imaging import image
+        from aare_lab.imaging import image
 
         centres = xr.Dataset({"x": ("cluster", self.result["x"].to_numpy() + 0.5),
                               "y": ("cluster", self.result["y"].to_numpy() + 0.5)},
@@ -92,7 +92,7 @@ class InterpolationViewer(InteractiveWidget):
         return image(centres, subpixels), image(photons, subpixels)
 
     def _draw_maps(self, energy_bin: int) -> None:
-        from ..plots.interpolation import InterpolationMapsView
+        from aare_lab.plots.interpolation import InterpolationMapsView
 
         if self.maps_view is None:
             self.maps_view = InterpolationMapsView(self.maps, energy_bin,
@@ -101,7 +101,7 @@ class InterpolationViewer(InteractiveWidget):
             self.maps_view.update(energy_bin)
 
     def _draw_images(self, images) -> None:
-        from ..plots.interpolation import BeforeAfterView
+        from aare_lab.plots.interpolation import BeforeAfterView
 
         if self.image_view is None:
             self.image_view = BeforeAfterView(*images, fig=self.image_host.figure)

@@ -12,21 +12,22 @@ import ipywidgets as widgets
 import numpy as np
 import xarray as xr
 
-from ..binning import count
-from ..capacity import TruncationError
-from ..clipping import refuse_clipping
-from ..dark_quality import assess_dark
-from ..finders import available_finders, get_finder
-from ..fit import line_energies
-from ..live import DEFAULT_EDGES, DEFAULT_KEV_EDGES
-from ..params import parse_cluster_size
-from ..pedestal import Pedestal
-from ..pipeline import train_pedestal_for
-from ..readahead import read_ahead
-from ..results import counts_spectrum, window_energies
-from ..sources import open_source
-from ..spec import FinderSpec
-from ..spectra import fit_or_none, peak_fit, shown_energy
+from aare_lab.analysis.fit import line_energies
+from aare_lab.analysis.spectra import fit_or_none, peak_fit, shown_energy
+from aare_lab.detector.dark.quality import assess_dark
+from aare_lab.detector.pedestal import Pedestal
+from aare_lab.finders import available_finders, get_finder, make_finder
+from aare_lab.model.binning import count
+from aare_lab.model.capacity import TruncationError
+from aare_lab.model.clipping import refuse_clipping
+from aare_lab.model.params import parse_cluster_size
+from aare_lab.model.results import counts_spectrum, window_energies
+from aare_lab.model.spec import FinderSpec
+from aare_lab.pipeline import train_pedestal_for
+from aare_lab.runtime.readahead import read_ahead
+from aare_lab.sources import open_source
+from aare_lab.stream.live import DEFAULT_EDGES, DEFAULT_KEV_EDGES
+
 from .base import InteractiveWidget
 from .controls import (
     N_SIGMA_MAX,
@@ -86,8 +87,8 @@ class LiveSpectrum(InteractiveWidget):
         JUNGFRAU calibration the spectrum is in keV.
     bins
         Fixed bin edges in the spec's units (`aare_lab.FinderSpec.units`); default
-        `aare_lab.live.DEFAULT_EDGES` in ADU, `aare_lab.live.DEFAULT_KEV_EDGES` in keV.
-        Clusters outside are counted.
+        `aare_lab.stream.live.DEFAULT_EDGES` in ADU, `aare_lab.stream.live.DEFAULT_KEV_EDGES` in
+        keV. Clusters outside are counted.
     gain
         ADU per keV, for an uncalibrated spec: the energy axis in keV.
     chunk_frames
@@ -101,7 +102,7 @@ class LiveSpectrum(InteractiveWidget):
     lines
         For a source of known lines, the Kα and Kβ energies in keV (or
         `aare_lab.simulate.Beam.lines`): the peak fit is then the Kα/Kβ doublet of
-        `aare_lab.fit`, and the Kα position and FWHM are not pulled up by Kβ. Default:
+        `aare_lab.analysis.fit`, and the Kα position and FWHM are not pulled up by Kβ. Default:
         one gaussian.
     autostart
         Start consuming at once (else call `start`).
@@ -318,7 +319,7 @@ class LiveSpectrum(InteractiveWidget):
         self.stats.value = _stats_html(snapshot, self.gain)
 
     def _render(self, snapshot: Snapshot) -> None:
-        from ..plots import SpectrumView
+        from aare_lab.plots import SpectrumView
 
         if self._view is None:
             self._view = SpectrumView(snapshot.spectrum, snapshot.fits, fig=self.host.figure,
@@ -395,7 +396,7 @@ class _Consumer:
             self._note("dark", assess_dark(pedestal, self._spec.n_sigma).warning)
             # on_truncation="error": no warning on this thread, where nobody would see it;
             # truncated frames are counted and shown instead.
-            finder = self._spec.make_finder(pedestal, on_truncation="error")
+            finder = make_finder(self._spec, pedestal, on_truncation="error")
             # Before the first chunk is read: a live stream's queue would fill meanwhile.
             finder.warmup()
             edges = w.edges
@@ -496,7 +497,7 @@ class _Consumer:
             finder.reconfigure(n_sigma=spec.n_sigma,
                                max_clusters_per_frame=spec.max_clusters_per_frame)
             return finder
-        new = spec.make_finder(finder.pedestal, on_truncation="error")
+        new = make_finder(spec, finder.pedestal, on_truncation="error")
         new.warmup()
         return new
 

@@ -1,7 +1,7 @@
 """MismatchBrowser: step through the disagreements of two or more results and see why.
 
-The comparison of the selected pair (`aare_lab.compare.compare`) and the explanations of
-its sites (`aare_lab.explain.explain_sites`) run on the widget's worker; the site list,
+The comparison of the selected pair (`aare_lab.analysis.compare.compare`) and the explanations of
+its sites (`aare_lab.analysis.explain.explain_sites`) run on the widget's worker; the site list,
 the mismatch panel (`aare_lab.plots.mismatch.MismatchView`) and the explanation table
 (`aare_lab.plots.explanation.ExplanationTable`) change on the UI thread only.
 """
@@ -18,8 +18,9 @@ import ipywidgets as widgets
 import numpy as np
 import xarray as xr
 
-from ..compare import CAUSES, CLASSIFICATIONS, Comparison, compare
-from ..labels import as_labelled
+from aare_lab.analysis.compare import CAUSES, CLASSIFICATIONS, Comparison, compare
+from aare_lab.model.labels import as_labelled
+
 from .base import InteractiveWidget, _message, trim_oldest
 from .graph import Input, Node, ViewNode
 
@@ -96,10 +97,10 @@ class MismatchBrowser(InteractiveWidget):
     ----------
     results
         Two or more results over the same frames: a mapping ``label -> result`` or a
-        sequence (labelled by `aare_lab.labels.result_labels`, or ``labels``).
+        sequence (labelled by `aare_lab.model.labels.result_labels`, or ``labels``).
     frames
         The data frames the results were found in (array, file spec or source); with
-        ``dark`` or ``pedestal`` each selected site is explained (`aare_lab.explain`).
+        ``dark`` or ``pedestal`` each selected site is explained (`aare_lab.analysis.explain`).
     dark
         Dark frames to train each finder's starting pedestal.
     pedestal
@@ -109,7 +110,7 @@ class MismatchBrowser(InteractiveWidget):
     pair
         The two labels compared first (default: the first two results).
     tolerance
-        Window differences up to this (ADU) count as equal (`aare_lab.compare.compare`).
+        Window differences up to this (ADU) count as equal (`aare_lab.analysis.compare.compare`).
     half_size
         Half-size of the mismatch panel's patch (default: the view's).
     prefetch
@@ -261,7 +262,7 @@ class MismatchBrowser(InteractiveWidget):
 
     @property
     def explanation(self):
-        """The `aare_lab.explain.Explanation` of the shown site (None: not (yet) explained)."""
+        """The `aare_lab.analysis.explain.Explanation` of the shown site (None: not (yet) explained)."""
         if self._explain_task is None:
             return None
         e, c, site = self._explain_task.value, self.comparison, self.site
@@ -400,7 +401,7 @@ class MismatchBrowser(InteractiveWidget):
 
     def _explain(self, job, request):
         """On the worker: the explanation of the shown site (and a few after it)."""
-        from ..explain import explain_sites
+        from aare_lab.analysis.explain import explain_sites
 
         pair, site, after = request
         if site is None or pair is None:
@@ -488,7 +489,7 @@ class MismatchBrowser(InteractiveWidget):
             self.position.value = f"site {index + 1} of {n}{more}"
 
     def _render_panel(self, listing: SiteList, current) -> None:
-        from ..plots.mismatch import MismatchView
+        from aare_lab.plots.mismatch import MismatchView
 
         _, site = current
         figure = self.panel_host.figure
@@ -519,7 +520,7 @@ class MismatchBrowser(InteractiveWidget):
                 "pedestal (pedestal=) to see why the finders disagree at each site.</i>")
 
     def _render_explanation(self, current) -> None:
-        from ..plots.explanation import ExplanationTable
+        from aare_lab.plots.explanation import ExplanationTable
 
         _, site = current
         if self._explain_task is None:

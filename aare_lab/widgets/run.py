@@ -18,17 +18,17 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
-from ..binning import count
-from ..capacity import TruncationError
-from ..clipping import clipping_message, refuse_clipping
-from ..dark_quality import assess_dark
-from ..finders import get_finder
-from ..pedestal import Pedestal
-from ..pipeline import train_pedestal
-from ..results import counts_spectrum, window_energies
-from ..results import spectrum as result_spectrum
-from ..sources import open_source
-from ..spec import FinderSpec
+from aare_lab.detector.dark.quality import assess_dark
+from aare_lab.detector.pedestal import Pedestal
+from aare_lab.finders import get_finder, make_finder
+from aare_lab.model.binning import count
+from aare_lab.model.capacity import TruncationError
+from aare_lab.model.clipping import clipping_message, refuse_clipping
+from aare_lab.model.results import counts_spectrum, window_energies
+from aare_lab.model.results import spectrum as result_spectrum
+from aare_lab.model.spec import FinderSpec
+from aare_lab.pipeline import train_pedestal
+from aare_lab.sources import open_source
 
 
 class RunOutcome(NamedTuple):
@@ -55,7 +55,7 @@ class RunOutcome(NamedTuple):
         bits in the dark or data frames, int16 windows at their limits, too few dark
         frames.
     fits
-        The peak fit of ``spectrum`` (`aare_lab.spectra.fit_or_none`), when the widget
+        The peak fit of ``spectrum`` (`aare_lab.analysis.spectra.fit_or_none`), when the widget
         asked for one.
     """
 
@@ -109,7 +109,7 @@ def run_notes(finder, start: Pedestal, result: xr.Dataset | None = None,
         The pedestal the run started from.
     result
         The result Dataset; None for a spectrum-only run, which keeps no windows (and
-        refuses int16 ones, `aare_lab.clipping.refuse_clipping`).
+        refuses int16 ones, `aare_lab.model.clipping.refuse_clipping`).
     what
         How the gain-bit note names the frames (a file).
     """
@@ -251,7 +251,7 @@ class FinderRunner:
             # on_truncation="error": the result comes back on the exception, and no warning
             # is raised on a worker thread, where it could not be seen (nor any other: the
             # runs report what they found as notes).
-            self._finder = spec.make_finder(start.copy(), on_truncation="error")
+            self._finder = make_finder(spec, start.copy(), on_truncation="error")
             self._key = key
             # Compiling (or loading the kernel) is not part of the run's time.
             self._finder.warmup()

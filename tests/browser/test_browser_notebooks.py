@@ -10,9 +10,8 @@ from ``subshells-on``/``subshells-off``) narrows the modes. Screenshots go to
 
 import os
 
-import pytest
-
 import lab_harness
+import pytest
 
 MODES = [m for m in os.environ.get("AARE_LAB_BROWSER_MODES", ",".join(lab_harness.MODES)).split(",") if m]
 NOTEBOOKS = lab_harness.notebooks_to_check()

@@ -1,0 +1,1 @@
+"""What results say: comparisons between finders, per-pixel explanations, spectra, fits, caps."""

@@ -1,0 +1,1 @@
+"""Detector physics: the pedestal, common mode, JUNGFRAU gain switching, dark-frame quality."""

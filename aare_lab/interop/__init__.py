@@ -1,0 +1,1 @@
+"""Other tools' files: PSI aare's binary cluster files, written and read without aare."""
