@@ -18,7 +18,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
 status=0
 if [[ $what == tests || $what == all ]]; then
     (cd /tmp && python3 -m pytest -m gpu -p no:cacheprovider -q -ra \
-        "$repo"/tests/test_{cuda,common_mode,jungfrau_finder,widgets_gpu,window_int16,live_calibration,gain_bits,imaging_gpu,campaign_gpu}.py \
+        "$repo"/tests/test_{cuda,common_mode,jungfrau_finder,widgets_gpu,window_int16,live_calibration,gain_bits,imaging_gpu,campaign_gpu,skip_first}.py \
         --junitxml="$out/gpu_tests.xml" 2>&1 | tee "$out/gpu_tests.log") || status=1
 fi
 if [[ $what == bench || $what == all ]]; then

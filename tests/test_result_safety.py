@@ -7,6 +7,7 @@ tmpfs that fills up, signals sent to a running ``aare-lab find`` at random momen
 
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import xarray as xr
 from cli_process import CliProcess
 from small_disk import small_disk
 
+from aare_lab import find_clusters
 from aare_lab.cli import main
 from aare_lab.model.results import load_result, make_result
 from aare_lab.model.spec import FinderSpec
@@ -142,12 +144,18 @@ def pedestal_file(files, tmp_path_factory):
 
 
 @pytest.mark.parametrize("case", ["--out is --pedestal", "--out's partial file is --pedestal",
-                                  "--out is --calibration", "--save-pedestal is --out"])
+                                  "--out is --calibration", "--save-pedestal is --out",
+                                  "--out is --frames", "--out is --dark",
+                                  "--save-pedestal is --dark"])
 def test_an_out_that_is_an_input_is_refused_and_the_input_kept(files, pedestal_file, tmp_path,
                                                                capsys, case):
     ped = tmp_path / ("run.partial.nc" if "partial" in case else "dark.nc")
     ped.write_bytes(pedestal_file.read_bytes())
-    base = ["find", "--frames", str(files / "frames.npy"), "--quiet", "--overwrite"]
+    frames, dark = tmp_path / "frames.npy", tmp_path / "darks.npy"
+    frames.write_bytes((files / "frames.npy").read_bytes())
+    dark.write_bytes((files / "dark.npy").read_bytes())
+    base = ["find", "--quiet", "--overwrite"]
+    base += [] if "--frames" in case else ["--frames", str(files / "frames.npy")]
     args = {
         "--out is --pedestal": ["--pedestal", str(ped), "--out", str(ped)],
         "--out's partial file is --pedestal": ["--pedestal", str(ped),
@@ -156,13 +164,22 @@ def test_an_out_that_is_an_input_is_refused_and_the_input_kept(files, pedestal_f
                                    "--out", str(ped)],
         "--save-pedestal is --out": ["--dark", str(files / "dark.npy"), "--n-pedestal", "40",
                                      "--save-pedestal", str(ped), "--out", str(ped)],
+        "--out is --frames": ["--frames", str(frames), "--pedestal", str(pedestal_file),
+                              "--out", str(frames)],
+        "--out is --dark": ["--dark", str(dark), "--n-pedestal", "40", "--out", str(dark)],
+        "--save-pedestal is --dark": ["--dark", str(dark), "--n-pedestal", "40",
+                                      "--save-pedestal", str(dark),
+                                      "--out", str(tmp_path / "run.nc")],
     }[case]
-    kept = digest(ped)
+    kept = {path: digest(path) for path in (ped, frames, dark)}
     assert main([*base, *args]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
-    assert ("would overwrite the input" in err or "are the same file" in err), err
-    assert digest(ped) == kept
+    # A frames or dark file is never a .nc result file, which --out must be.
+    assert any(words in err for words in ("would overwrite the input", "are the same file",
+                                          "--out must be a .nc file")), err
+    assert {path: digest(path) for path in kept} == kept
+    assert not (tmp_path / "run.nc").exists()
 
 
 def test_an_existing_save_pedestal_is_kept_without_overwrite(files, pedestal_file, tmp_path,
@@ -173,6 +190,20 @@ def test_an_existing_save_pedestal_is_kept_without_overwrite(files, pedestal_fil
     assert main(find_args(files, tmp_path / "r.nc", "--save-pedestal", str(ped))) == 1
     assert f"{ped} exists: pass --overwrite" in capsys.readouterr().err
     assert digest(ped) == kept and not (tmp_path / "r.nc").exists()
+
+
+def test_find_clusters_replaces_an_existing_result_only_when_asked(files, tmp_path):
+    out = tmp_path / "r.nc"
+    out.write_bytes(b"a result of an earlier run")
+    args = dict(dark=files / "dark.npy", n_pedestal=40, progress=False, out=out)
+    with pytest.raises(FileExistsError, match=re.escape(f"{out} exists: pass --overwrite "
+                                                        "(Python: overwrite=True)")):
+        find_clusters(files / "frames.npy", **args)
+    assert out.read_bytes() == b"a result of an earlier run"
+    assert not (tmp_path / "r.partial.nc").exists()
+    with find_clusters(files / "frames.npy", overwrite=True, **args) as result:
+        assert int(result.sizes["frame"]) == 50
+        assert load_result(out).identical(result.load())
 
 
 def test_a_run_that_cannot_fit_stops_before_the_disk_is_full(files, tmp_path, capsys):
