@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from aare_lab.sources.files import input_record
+
 #: Values enter a region's sum as integers ``rha(v * 2**FRACTION_BITS)``: multiplying by a
 #: power of two is exact, and integer sums do not depend on their order (CPU and GPU agree).
 FRACTION_BITS = 16
@@ -43,6 +45,14 @@ class CommonMode:
         or a label map: an integer array of the frame's shape with labels ``0 .. R - 1``
         for the regions and -1 for excluded pixels.
 
+    Attributes
+    ----------
+    inputs
+        The file of a label map read by `load_label_map`, by role: ``common_mode``, as
+        `aare_lab.sources.files.input_record` gives it; empty for a preset or a map made in
+        memory. Results found with it record it (their ``inputs`` attribute); two layouts
+        with the same labels are equal wherever they came from.
+
     Raises
     ------
     ValueError
@@ -67,6 +77,7 @@ class CommonMode:
             self.name, self._labels = layout, None
         else:
             self.name, self._labels = "labels", _checked_label_map(layout)
+        self.inputs: dict[str, dict] = {}
 
     @property
     def label_map(self) -> np.ndarray | None:
@@ -161,7 +172,8 @@ def as_common_mode(value) -> CommonMode | None:
 
 
 def load_label_map(path: str | os.PathLike) -> CommonMode:
-    """A `CommonMode` from a ``.npy`` file holding an integer label map.
+    """A `CommonMode` from a ``.npy`` file holding an integer label map; it remembers the
+    file (`CommonMode.inputs`).
 
     Raises
     ------
@@ -180,9 +192,11 @@ def load_label_map(path: str | os.PathLike) -> CommonMode:
         raise ValueError(f"{path} is not a .npy label map ({err}); save one with numpy.save "
                          "(integers, -1 for excluded pixels)") from None
     try:
-        return CommonMode(array)
+        common_mode = CommonMode(array)
     except ValueError as err:
         raise ValueError(f"{path}: {err}") from None
+    common_mode.inputs = {"common_mode": input_record(path)}
+    return common_mode
 
 
 def region_attr(common_mode: CommonMode | None) -> str:

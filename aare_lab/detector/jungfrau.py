@@ -49,6 +49,7 @@ import xarray as xr
 from aare_lab._version import __version__
 from aare_lab.flags import cf_flags
 from aare_lab.frames import as_frame_stack
+from aare_lab.sources.files import input_record
 from aare_lab.storage.netcdf import read_netcdf, write_netcdf
 
 #: The gain stages, and ``INVALID_GAIN``, the stage `decode` gives gain bits ``10``.
@@ -237,6 +238,13 @@ class JungfrauCalibration:
         ``(3, ny, nx)``: the gain of G0, G1 and G2 per pixel, in ADU/keV, signed (see the
         module docstring): G0 >= 0, G1 and G2 <= 0; 0 marks an uncalibrated pixel.
 
+    Attributes
+    ----------
+    inputs
+        The file it came from, by role: ``calibration`` once read by `load`, as
+        `aare_lab.sources.files.input_record` gives it; empty for one made in memory.
+        Results found with it record it (their ``inputs`` attribute).
+
     Raises
     ------
     ValueError
@@ -275,6 +283,7 @@ class JungfrauCalibration:
                     f"{np.count_nonzero(wrong)} pixels; gains are signed: G0 > 0, G1 and G2 "
                     "< 0 (their ADC falls with charge). PSI gain map files store magnitudes: "
                     "pass gain * [[[1]], [[-1]], [[-1]]]")
+        self.inputs: dict[str, dict] = {}
 
     @property
     def pedestal(self) -> np.ndarray:
@@ -416,7 +425,7 @@ class JungfrauCalibration:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> JungfrauCalibration:
-        """Read a calibration written by `save`.
+        """Read a calibration written by `save`; it remembers the file (`inputs`).
 
         Raises
         ------
@@ -432,9 +441,11 @@ class JungfrauCalibration:
             raise ValueError(f"{path} is an incomplete JUNGFRAU calibration file: "
                              f"{', '.join(missing)} missing; {_FILE_HINT}")
         try:
-            return cls(pedestal=ds["pedestal"].to_numpy(), gain=ds["gain"].to_numpy())
+            calibration = cls(pedestal=ds["pedestal"].to_numpy(), gain=ds["gain"].to_numpy())
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from None
+        calibration.inputs = {"calibration": input_record(path)}
+        return calibration
 
 
 __all__ = ["ADC_MASK", "FLAG_MEANINGS", "GAIN_BITS", "GAIN_STAGES", "INVALID_GAIN",

@@ -486,9 +486,13 @@ class Finder(ABC):
         return tally
 
     def _result_maker(self, dark, source: FrameSource | None = None):
-        """`make_result` with this run's parameters bound, and its inputs (the pedestal's
-        and, from a file, the frames'): it takes the batch fields."""
+        """`make_result` with this run's parameters bound, and its inputs (the pedestal's,
+        the calibration's and the common-mode label map's files, and, from a file, the
+        frames'): it takes the batch fields."""
         inputs = dict(self.pedestal.inputs)
+        for part in (self.spec.calibration, self.spec.common_mode):
+            if part is not None:
+                inputs.update(part.inputs)
         if source is not None and source.origin is not None:
             inputs["frames"] = input_record(source.origin)
         skipped = None if source is None else {"skip_first": source.skip_first,
