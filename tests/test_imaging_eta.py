@@ -69,11 +69,19 @@ def test_a_zero_denominator_leaves_eta_at_zero(kind):
         assert result["eta_y"][0] == 0 and np.isfinite(result["eta_x"][0])
 
 
-@pytest.mark.parametrize("kind", ["eta3", "cross_eta3"])
-def test_larger_windows_use_their_central_3x3(kind):
+@pytest.mark.parametrize("kind, shape", [
+    *[(kind, shape) for kind in ("eta3", "cross_eta3") for shape in ((7, 7), (11, 11), (5, 3))],
+    # windows that aare does not bind for eta2: their central 3x3 (aare's reduce_to_3x3)
+    *[(kind, shape) for kind in ("eta2", "full_eta2")
+      for shape in ((11, 11), (5, 3), (3, 5), (7, 5))],
+])
+def test_larger_windows_use_their_central_3x3(kind, shape):
     rng = np.random.default_rng(1)
-    big = rng.integers(-50, 500, (20, 7, 7)).astype(np.int32)
-    xr.testing.assert_identical(KINDS[kind](big), KINDS[kind](big[:, 2:5, 2:5]))
+    big = rng.integers(-50, 500, (20, *shape)).astype(np.int32)
+    cy, cx = shape[0] // 2, shape[1] // 2
+    central = np.ascontiguousarray(big[:, cy - 1:cy + 2, cx - 1:cx + 2])
+    xr.testing.assert_identical(KINDS[kind](big), KINDS[kind](central))
+
 
 
 def test_a_result_gives_dataarrays_on_its_cluster_dimension():
