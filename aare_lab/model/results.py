@@ -105,9 +105,10 @@ def make_result(*, spec: FinderSpec, frame_shape: tuple[int, int], frame_numbers
         What the pedestal's dark frames mean for false clusters: its
         `aare_lab.detector.dark.quality.DarkQuality.attrs` (``dark_frames``...) are stamped too.
     inputs
-        The run's input files by role (``frames``, ``dark``, ``pedestal``), each as
+        The run's input files by role (``frames``, ``dark``, ``pedestal``,
+        ``calibration``, ``common_mode``), each as
         `aare_lab.sources.files.input_record` gives it: stamped as the JSON attribute
-        ``inputs`` (none for frames from memory).
+        ``inputs`` (none when no input came from a file).
     energy
         `window_energies` of ``windows``, when the caller has them already.
     n_window_clipped
