@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -72,3 +74,98 @@ def test_gainmap_refuses_a_fit_range_without_the_line(runs, capsys):
     assert main(["gainmap", str(runs / "run.nc"), "--line", "8.05", "--fit-range", "9",
                  "10", "--out", str(runs / "g.nc")]) == 2
     assert "must hold --line 8.05" in capsys.readouterr().err
+
+
+def digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def interpolate_args(runs, folder):
+    return ["interpolate", str(runs / "run.nc"), "--flat", str(runs / "flat.nc"), "--bins", "20",
+            "--save-maps", str(folder / "maps.nc"), "--out", str(folder / "photons.nc"),
+            "--image", str(folder / "image.nc")]
+
+
+@pytest.mark.parametrize("option, name", [("--out", "photons.nc"), ("--image", "image.nc"),
+                                          ("--save-maps", "maps.nc")])
+def test_interpolate_keeps_an_existing_output_unless_overwrite(runs, tmp_path, capsys, option,
+                                                               name):
+    (tmp_path / name).write_bytes(b"an earlier file")
+    assert main(interpolate_args(runs, tmp_path)) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert f"{tmp_path / name} exists: pass --overwrite to replace it, or choose another " \
+           f"{option}" in err
+    # Refused before any work: nothing else was written either.
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+    assert (tmp_path / name).read_bytes() == b"an earlier file"
+    assert main([*interpolate_args(runs, tmp_path), "--overwrite"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["image.nc", "maps.nc", "photons.nc"]
+    with xr.open_dataset(tmp_path / name, engine="h5netcdf") as ds:
+        assert ds.sizes
+
+
+@pytest.mark.parametrize("case", ["--out is RESULT.nc", "--image is --flat",
+                                  "--save-maps is --flat", "--out is --maps",
+                                  "--image is --out"])
+def test_interpolate_refuses_an_output_that_is_an_input(runs, tmp_path, capsys, case):
+    for name in ("run.nc", "flat.nc"):
+        (tmp_path / name).write_bytes((runs / name).read_bytes())
+    assert main(interpolate_args(runs, tmp_path)) == 0  # maps.nc for --maps
+    run, flat, maps = (tmp_path / name for name in ("run.nc", "flat.nc", "maps.nc"))
+    source = ["--flat", str(flat)] if "--maps" not in case else ["--maps", str(maps)]
+    outputs = {"--out is RESULT.nc": ["--out", str(run)],
+               "--image is --flat": ["--image", str(flat)],
+               "--save-maps is --flat": ["--save-maps", str(flat)],
+               "--out is --maps": ["--out", str(maps)],
+               "--image is --out": ["--out", str(tmp_path / "p.nc"),
+                                    "--image", str(tmp_path / "p.nc")]}[case]
+    kept = {path: digest(path) for path in (run, flat, maps)}
+    capsys.readouterr()
+    assert main(["interpolate", str(run), *source, *outputs, "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "would overwrite the input" in err or "are the same file" in err, err
+    assert {path: digest(path) for path in kept} == kept
+    assert not (tmp_path / "p.nc").exists()
+
+
+def gainmap_args(runs, folder, *more):
+    return ["gainmap", str(runs / "run.nc"), "--line", "8.05", "--fit-range", "7.0", "9.6",
+            "--iterations", "1", "--min-counts", "5", "--out", str(folder / "gain.nc"),
+            "--calibrated", str(folder / "calibrated.nc"), *more]
+
+
+@pytest.mark.parametrize("option, name", [("--out", "gain.nc"),
+                                          ("--calibrated", "calibrated.nc")])
+def test_gainmap_keeps_an_existing_output_unless_overwrite(runs, tmp_path, capsys, option,
+                                                           name):
+    (tmp_path / name).write_bytes(b"an earlier file")
+    assert main(gainmap_args(runs, tmp_path)) == 1
+    err = capsys.readouterr()
+    assert err.err.count("\n") == 1 and "ADU/keV" not in err.out, err
+    assert f"{tmp_path / name} exists: pass --overwrite to replace it, or choose another " \
+           f"{option}" in err.err
+    assert [p.name for p in tmp_path.iterdir()] == [name]
+    assert (tmp_path / name).read_bytes() == b"an earlier file"
+    assert main(gainmap_args(runs, tmp_path, "--overwrite")) == 0
+    assert load_gain_map(tmp_path / "gain.nc")["gain"].shape == (16, 16)
+    assert load_result(tmp_path / "calibrated.nc")["energy"].attrs["units"] == "keV"
+
+
+@pytest.mark.parametrize("option", ["--out", "--calibrated", "both"])
+def test_gainmap_refuses_an_output_that_is_the_result(runs, tmp_path, capsys, option):
+    run = tmp_path / "run.nc"
+    run.write_bytes((runs / "run.nc").read_bytes())
+    kept = digest(run)
+    outputs = {"--out": ["--out", str(run)],
+               "--calibrated": ["--out", str(tmp_path / "g.nc"), "--calibrated", str(run)],
+               "both": ["--out", str(tmp_path / "g.nc"),
+                        "--calibrated", str(tmp_path / "g.nc")]}[option]
+    assert main(["gainmap", str(run), "--line", "8.05", "--fit-range", "7.0", "9.6",
+                 *outputs, "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert (f"would overwrite the input RESULT.nc {run}" in err if option != "both"
+            else "--calibrated and --out are the same file" in err), err
+    assert digest(run) == kept and sorted(p.name for p in tmp_path.iterdir()) == ["run.nc"]

@@ -12,7 +12,7 @@ from aare_lab.model.capacity import TruncationError
 from aare_lab.model.results import truncated_frames
 from aare_lab.pipeline import check_frame_shapes, train_pedestal_for
 from aare_lab.sources import open_source, split_dark, without_first
-from aare_lab.storage.destination import Destination, DestinationExists
+from aare_lab.storage.destination import Destination
 from aare_lab.storage.result_store import COMPRESSIONS
 
 from .options import (
@@ -26,7 +26,7 @@ from .options import (
     load_pedestal,
     positive_int,
 )
-from .outputs import check_outputs
+from .outputs import check_outputs, refuse_existing
 
 
 def register(subparsers) -> None:
@@ -97,9 +97,7 @@ def run(args: argparse.Namespace) -> int:
     check_outputs({"--out": args.out, "--save-pedestal": args.save_pedestal},
                   {"--frames": args.frames, "--dark": args.dark, "--pedestal": args.pedestal,
                    "--calibration": args.calibration})
-    if args.save_pedestal is not None and args.save_pedestal.exists() and not args.overwrite:
-        raise DestinationExists(f"{args.save_pedestal} exists: pass --overwrite to replace "
-                                "it, or choose another --save-pedestal")
+    refuse_existing({"--save-pedestal": args.save_pedestal}, args.overwrite)
     # Claimed before any work: a second run writing the same file stops here, not after
     # the first one's result is gone.
     with Destination(args.out, overwrite=args.overwrite) as destination:

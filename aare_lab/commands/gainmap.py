@@ -13,6 +13,7 @@ from aare_lab.calibration.gain_map import FLAGS
 from aare_lab.model.results import check_result, load_result, save_result
 
 from .options import UsageError, positive_float, positive_int
+from .outputs import check_outputs, refuse_existing
 
 
 def register(subparsers) -> None:
@@ -22,7 +23,9 @@ def register(subparsers) -> None:
         description="Fit the line in every pixel's spectrum of cluster sums (each tap "
                     "through its pixel's gain, iterated from a uniform map), write the "
                     "gain map (ADU/keV, with fit quality and flags) and optionally a "
-                    "result with its energies in keV.")
+                    "result with its energies in keV. Each file is written whole and "
+                    "renamed into place in one step: an interrupted run leaves existing "
+                    "files as they were and no half-written one.")
     parser.add_argument("result", metavar="RESULT.nc", help="a result (from 'aare-lab find')")
     parser.add_argument("--line", type=positive_float, required=True, metavar="KEV",
                         help="the line's energy in keV (Cu Kα: 8.05)")
@@ -38,9 +41,13 @@ def register(subparsers) -> None:
                         help="pixels with fewer counts in the fit range are not fitted "
                              "(default: 30)")
     parser.add_argument("--out", metavar="GAIN.nc", type=Path, required=True,
-                        help="write the gain map")
+                        help="write the gain map (never RESULT.nc)")
     parser.add_argument("--calibrated", metavar="CALIBRATED.nc", type=Path,
-                        help="write RESULT.nc with its energies in keV")
+                        help="write RESULT.nc with its energies in keV (to another file)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing --out or --calibrated once the new one "
+                             "is complete; without it an existing file is refused before "
+                             "any fit")
     parser.add_argument("--method", choices=METHODS, default="per_tap",
                         help="for --calibrated: divide each tap by its pixel's gain "
                              "(per_tap) or the sum by the seed's (seed) (default: per_tap)")
@@ -52,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
     low, high = args.fit_range
     if not low < high or not low < args.line < high:
         raise UsageError(f"--fit-range {low} {high} must hold --line {args.line}")
+    outputs = {"--out": args.out, "--calibrated": args.calibrated}
+    check_outputs(outputs, {"RESULT.nc": args.result})
+    refuse_existing(outputs, args.overwrite)
     result = load_result(args.result)
     check_result(result, f"'{args.result}'")
     gain = calibrate(result, args.line, (low, high), bins=args.bins, kbeta_kev=args.kbeta,

@@ -18,6 +18,7 @@ from aare_lab.model.results import check_result, load_result
 from aare_lab.storage.netcdf import write_netcdf
 
 from .options import UsageError, positive_int
+from .outputs import check_outputs, refuse_existing
 
 
 def register(subparsers) -> None:
@@ -27,7 +28,9 @@ def register(subparsers) -> None:
         description="Build η interpolation maps from the clusters of a flat-field run "
                     "(--flat, saved with --save-maps) or read them (--maps), and with a "
                     "RESULT.nc write its photons' sub-pixel positions (--out) and an image "
-                    "on a sub-pixel grid (--image).")
+                    "on a sub-pixel grid (--image). Each file is written whole and renamed "
+                    "into place in one step: an interrupted run leaves existing files as "
+                    "they were and no half-written one.")
     parser.add_argument("result", nargs="?", metavar="RESULT.nc",
                         help="a result (from 'aare-lab find') to interpolate")
     maps = parser.add_mutually_exclusive_group(required=True)
@@ -50,6 +53,10 @@ def register(subparsers) -> None:
                         help="write the photons (x, y, energy per cluster)")
     parser.add_argument("--image", metavar="IMAGE.nc", type=Path,
                         help="write the photons counted on a sub-pixel grid")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing --out, --image or --save-maps once the "
+                             "new one is complete; without it an existing file is refused "
+                             "before any work")
     parser.add_argument("--subpixels", type=positive_int, default=5,
                         help="image bins per pixel along each axis (default: 5)")
     parser.set_defaults(run=run)
@@ -63,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--out and --image need a RESULT.nc to interpolate")
     if not (args.result or args.save_maps):
         raise UsageError("nothing to do: give a RESULT.nc to interpolate or --save-maps")
+    outputs = {"--out": args.out, "--image": args.image, "--save-maps": args.save_maps}
+    check_outputs(outputs, {"RESULT.nc": args.result, "--flat": args.flat, "--maps": args.maps})
+    refuse_existing(outputs, args.overwrite)
     if args.flat:
         flat = load_result(args.flat)
         check_result(flat, f"'{args.flat}'")

@@ -1,4 +1,5 @@
-"""A command's output files checked against its inputs before any work is done."""
+"""A command's output files checked against its inputs, and against the files already
+there, before any work is done."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from aare_lab.sources.files import file_of
-from aare_lab.storage.destination import partial_path
+from aare_lab.storage.destination import DestinationExists, partial_path
 
 from .options import UsageError
 
@@ -55,4 +56,31 @@ def check_outputs(outputs: Mapping[str, os.PathLike | None],
         seen[option] = path
 
 
-__all__ = ["check_outputs", "same_file"]
+def refuse_existing(outputs: Mapping[str, os.PathLike | None], overwrite: bool) -> None:
+    """Refuse an output file that exists, unless ``overwrite`` (``--overwrite``) was given.
+
+    For the outputs written whole (`aare_lab.storage.netcdf.write_netcdf`, which replaces
+    a file in one step once the new one is complete); a result written as it is found is
+    checked by its `aare_lab.storage.destination.Destination`.
+
+    Parameters
+    ----------
+    outputs
+        Output files by option (None: not given).
+    overwrite
+        Whether existing files may be replaced.
+
+    Raises
+    ------
+    aare_lab.storage.destination.DestinationExists
+        Naming the first file that exists and its option.
+    """
+    if overwrite:
+        return
+    for option, path in outputs.items():
+        if path is not None and Path(path).exists():
+            raise DestinationExists(f"{path} exists: pass --overwrite to replace it, or "
+                                    f"choose another {option}")
+
+
+__all__ = ["check_outputs", "refuse_existing", "same_file"]

@@ -28,11 +28,21 @@ def replace_atomically(path: str | os.PathLike, write: Callable[[Path], None]) -
     temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
         write(temporary)
-        fsync_path(temporary)
-        os.replace(temporary, path)
-        fsync_path(path.parent)
+        move_into_place(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def move_into_place(finished: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Rename a finished file over ``path`` in one step, once its data are on the disk.
+
+    ``finished`` is fsync'd before the rename and the folder after it, so that a power cut
+    cannot leave ``path`` naming a file whose data never reached the disk. Both lie in one
+    folder (`os.replace` is atomic within one file system).
+    """
+    fsync_path(finished)
+    os.replace(finished, path)
+    fsync_path(Path(path).parent)
 
 
 def fsync_path(path: str | os.PathLike) -> None:

@@ -45,7 +45,7 @@ import xarray as xr
 
 from aare_lab.runtime.parallel import pool_threads
 from aare_lab.storage import chunk_codec
-from aare_lab.storage.atomic import fsync_path
+from aare_lab.storage.atomic import fsync_path, move_into_place
 from aare_lab.storage.destination import Destination, claim, free_bytes, human_bytes, partial_path
 from aare_lab.storage.netcdf import NETCDF_ENGINE
 
@@ -557,12 +557,12 @@ class ResultWriter:
             else:
                 self._file.attrs.update(complete=int(complete), frames_written=saved)
                 self._close_files()
-                fsync_path(self.partial)
                 if complete:
-                    os.replace(self.partial, self.path)
-                    fsync_path(self.path.parent)
+                    move_into_place(self.partial, self.path)
                 elif saved == 0 and not stopped:
                     self.partial.unlink()
+                else:
+                    fsync_path(self.partial)
             self._frames_on_disk = saved
             if stopped:
                 failure = self._error()
