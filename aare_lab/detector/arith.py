@@ -51,14 +51,45 @@ def _row_of(array, i):
 def values_row(frame, off, s, N, v, corr):
     """Pedestal-subtracted values ``v = ((x - off) - corr) - s / N`` of one row.
 
-    ``corr`` is the row's common-mode correction, or None (compiled away) without one.
+    ``corr`` is the row's common-mode correction, or None (compiled away) without one;
+    ``off`` the row's offsets, or None where they are all zero (`centred`).
     """
     for j in range(len(frame)):
         v[j] = frame[j]
-        y = v[j] - off[j]
+        y = centred(v[j], off, j)
         if corr is not None:
             y = y - corr[j]
         v[j] = y - s[j] / N
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def centred(x, off, j):
+    """``x - off[j]``; ``x`` itself where ``off`` is None, the float64 state's offsets,
+    which are all 0 (``x - 0`` is ``x``: the counts are never -0), so that a finder
+    need not read them."""
+    if off is None:
+        return x
+    return x - off[j]
+
+
+def zero_offsets(off):
+    """``off``, or None where every offset is 0 (the float64 state): what the row functions
+    take so that the offsets, a state array as large as ``s``, are not read each frame."""
+    return None if not off.any() else off
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def values_resid_row(frame, off, s, N, v, corr, resid):
+    """`values_row`, keeping each pixel's ``s / N`` in ``resid`` for the row's push
+    (`update_quiet_resid_row`): the same quotient, divided once."""
+    for j in range(len(frame)):
+        v[j] = frame[j]
+        y = centred(v[j], off, j)
+        if corr is not None:
+            y = y - corr[j]
+        r = s[j] / N
+        resid[j] = r
+        v[j] = y - r
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -80,6 +111,12 @@ def ema(s, s2, y, N):
     return s + (y - s / N), s2 + (y * y - s2 / N)
 
 
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def ema_resid(s, s2, y, resid, N):
+    """`ema` with ``resid = s / N`` already divided (the same bits)."""
+    return s + (y - resid), s2 + (y * y - s2 / N)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def pushed_row(frame, off, s, s2, N, new_s, new_s2, new_v, corr):
     """What one row's state and value would be after pushing the frame's values.
@@ -90,7 +127,7 @@ def pushed_row(frame, off, s, s2, N, new_s, new_s2, new_v, corr):
     """
     for j in range(len(frame)):
         new_v[j] = frame[j]
-        y = new_v[j] - off[j]
+        y = centred(new_v[j], off, j)
         if corr is not None:
             y = y - corr[j]
         new_s[j], new_s2[j] = ema(s[j], s2[j], y, N)
@@ -107,10 +144,27 @@ def update_quiet_row(codes, frame, off, s, s2, N, x, corr, status):
     """
     for j in range(len(frame)):
         x[j] = frame[j]
-        y = x[j] - off[j]
+        y = centred(x[j], off, j)
         if corr is not None:
             y = y - corr[j]
         new_s, new_s2 = ema(s[j], s2[j], y, N)
+        quiet = codes[j] == QUIET_UPDATE
+        if status is not None:
+            quiet = quiet and status[j] == G0
+        s[j] = new_s if quiet else s[j]
+        s2[j] = new_s2 if quiet else s2[j]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def update_quiet_resid_row(codes, frame, off, s, s2, N, x, corr, status, resid):
+    """`update_quiet_row` with the row's ``s / N`` from `values_resid_row` (`ema_resid`):
+    the same pushes, one division a pixel fewer."""
+    for j in range(len(frame)):
+        x[j] = frame[j]
+        y = centred(x[j], off, j)
+        if corr is not None:
+            y = y - corr[j]
+        new_s, new_s2 = ema_resid(s[j], s2[j], y, resid[j], N)
         quiet = codes[j] == QUIET_UPDATE
         if status is not None:
             quiet = quiet and status[j] == G0

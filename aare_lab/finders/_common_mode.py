@@ -13,7 +13,7 @@ Twin: ``kernels/frozen.cu`` (``COMMON_MODE``) sums the same integers with atomic
 import numpy as np
 from numba import njit, prange
 
-from aare_lab.detector.arith import round_half_away, thresholds_row, values_row
+from aare_lab.detector.arith import round_half_away, row_of, thresholds_row, values_row
 from aare_lab.detector.common_mode import FRACTION_BITS
 
 SCALE = float(2 ** FRACTION_BITS)
@@ -115,7 +115,7 @@ def first_pass_rows(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, labels
     for b0 in range(i0, i1, ROWS_PER_TASK):
         b1 = min(b0 + ROWS_PER_TASK, i1)
         for i in range(b0, b1):
-            values_row(frame[i], off[i], s[i], N, v[i], None)
+            values_row(frame[i], row_of(off, i), s[i], N, v[i], None)
             thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr[i])
         add_region_sums(v, thr, labels, centre, b0, b1, sums, counts)
 

@@ -33,8 +33,11 @@ from aare_lab.detector.arith import (
     TEST3_STORE,
     row_of,
     thresholds_row,
+    update_quiet_resid_row,
     update_quiet_row,
+    values_resid_row,
     values_row,
+    zero_offsets,
 )
 
 from ._buffers import reserve
@@ -80,7 +83,15 @@ def is_edge(i, y0, y1, ry):
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def value_row(i, frame, off, s, N, v, corr, gs):
     """Row ``i``'s values from the frame-start state (`values_row`, keV with ``gs``)."""
-    values_row(frame[i], off[i], s[i], N, v[i], row_of(corr, i))
+    values_row(frame[i], row_of(off, i), s[i], N, v[i], row_of(corr, i))
+    if gs is not None:
+        calibrate_row(gs[3][i], frame[i], gs[0], gs[1], i, v[i])
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def value_resid_row(i, frame, off, s, N, v, corr, gs, resid):
+    """`value_row`, keeping the row's ``s / N`` in ``resid`` (`values_resid_row`)."""
+    values_resid_row(frame[i], row_of(off, i), s[i], N, v[i], row_of(corr, i), resid)
     if gs is not None:
         calibrate_row(gs[3][i], frame[i], gs[0], gs[1], i, v[i])
 
@@ -118,9 +129,11 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
     ring = 2 * ry + 1
     for band in prange(n_bands):
         y0, y1 = band_rows(np.int64(band), n_bands, ny)
-        scratch = np.empty((4 + ring, nx), dtype=v.dtype)
+        scratch = np.empty((4 + 2 * ring, nx), dtype=v.dtype)
         thr, tot, m, x = scratch[0], scratch[1], scratch[2], scratch[3]
-        maxima = scratch[4:]
+        maxima = scratch[4:4 + ring]
+        # Each non-edge row's s / N from its values, for its push ry rows later.
+        resid = scratch[4 + ring:]
         # Three taps a row: sum and maximum in one pass per window row (`add_three_taps`);
         # wider: the maximum from each row's `row_max`, kept in the ring.
         three = rx == 1 and nx >= 2
@@ -131,7 +144,7 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
             r = i + ry
             if r < ny:
                 if not is_edge(r, y0, y1, ry):
-                    value_row(r, frame, off, s, N, v, corr, gs)
+                    value_resid_row(r, frame, off, s, N, v, corr, gs, resid[r % ring])
                 if not three:
                     row_max(v[r], rx, maxima[r % ring])
             if thresholds is None:
@@ -169,7 +182,10 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
             row_counts[i] = count
             if count > 0:
                 list_stores(codes[i], stores[i])
-            push_row(i, codes, frame, off, s, s2, N, x, corr, gs)
+            if is_edge(i, y0, y1, ry):
+                push_row(i, codes, frame, off, s, s2, N, x, corr, gs)
+            else:
+                push_resid_row(i, codes, frame, off, s, s2, N, x, corr, gs, resid[i % ring])
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -205,11 +221,22 @@ def has_byte(word, pattern):
 def push_row(i, codes, frame, off, s, s2, N, x, corr, gs):
     """`update_quiet_row` of row ``i``; with ``gs``, of its G0 pixels only."""
     if gs is None:
-        update_quiet_row(codes[i], frame[i], off[i], s[i], s2[i], N, x, row_of(corr, i),
-                         None)
+        update_quiet_row(codes[i], frame[i], row_of(off, i), s[i], s2[i], N, x,
+                         row_of(corr, i), None)
     else:
-        update_quiet_row(codes[i], frame[i], off[i], s[i], s2[i], N, x, row_of(corr, i),
-                         gs[3][i])
+        update_quiet_row(codes[i], frame[i], row_of(off, i), s[i], s2[i], N, x,
+                         row_of(corr, i), gs[3][i])
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def push_resid_row(i, codes, frame, off, s, s2, N, x, corr, gs, resid):
+    """`push_row` with the row's ``s / N`` from its values (`update_quiet_resid_row`)."""
+    if gs is None:
+        update_quiet_resid_row(codes[i], frame[i], row_of(off, i), s[i], s2[i], N, x,
+                               row_of(corr, i), None, resid)
+    else:
+        update_quiet_resid_row(codes[i], frame[i], row_of(off, i), s[i], s2[i], N, x,
+                               row_of(corr, i), gs[3][i], resid)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -317,10 +344,12 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
     return win, ys, xs, n_out
 
 
-def frozen_chunk(frames, *args):
-    """`frozen_frames` in one band of rows per thread of Numba's (`numba.get_num_threads`).
+def frozen_chunk(frames, off, *args):
+    """`frozen_frames` in one band of rows per thread of Numba's (`numba.get_num_threads`),
+    without reading ``off`` where it is all 0 (`zero_offsets`).
 
     Called from Python: a compiled function that asks for the thread count could not be
     cached on disk.
     """
-    return frozen_frames(frames, *args, min(get_num_threads(), frames.shape[1]))
+    return frozen_frames(frames, zero_offsets(off), *args,
+                         min(get_num_threads(), frames.shape[1]))
