@@ -43,9 +43,12 @@ class GainMapView(View):
         The figure to draw into (a new one if None).
     """
 
+    #: Inches, at most a notebook's width (968 px at 100 dpi in JupyterLab).
+    FIGSIZE = (9.4, 3.6)
+
     def __init__(self, gain: xr.Dataset, spectra: xr.DataArray, pixel: tuple[int, int],
                  fig: Figure | None = None):
-        self.figure = Figure(figsize=(11.0, 3.8), layout="constrained") if fig is None else fig
+        self.figure = Figure(figsize=self.FIGSIZE, layout="constrained") if fig is None else fig
         self.artists = {}
         self.gain, self.spectra = gain, spectra
         self.map_axes, self.histogram_axes, self.spectrum_axes = self.figure.subplots(1, 3)

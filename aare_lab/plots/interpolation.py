@@ -21,8 +21,11 @@ class InterpolationMapsView(View):
     """The (η_x, η_y) histogram, ``ietax`` and ``ietay`` of one energy bin, η_x along the
     horizontal axis."""
 
+    #: Inches, at most a notebook's width (968 px at 100 dpi in JupyterLab).
+    FIGSIZE = (9.4, 3.4)
+
     def __init__(self, maps: xr.Dataset, energy_bin: int, fig: Figure | None = None):
-        self.figure = Figure(figsize=(11.0, 3.6), layout="constrained") if fig is None else fig
+        self.figure = Figure(figsize=self.FIGSIZE, layout="constrained") if fig is None else fig
         self.artists = {}
         self.maps = maps
         self.axes = self.figure.subplots(1, 3)
@@ -54,8 +57,10 @@ class BeforeAfterView(View):
     """The photons counted at the cluster centres (before) and at their interpolated
     positions (after), on the same sub-pixel grid."""
 
+    FIGSIZE = (9.0, 4.2)
+
     def __init__(self, before: xr.DataArray, after: xr.DataArray, fig: Figure | None = None):
-        self.figure = Figure(figsize=(9.0, 4.2), layout="constrained") if fig is None else fig
+        self.figure = Figure(figsize=self.FIGSIZE, layout="constrained") if fig is None else fig
         self.artists = {}
         self.axes = self.figure.subplots(1, 2, sharex=True, sharey=True)
         for axes, role, title in zip(self.axes, ("before", "after"),

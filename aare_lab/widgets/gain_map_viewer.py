@@ -5,6 +5,8 @@ from __future__ import annotations
 import ipywidgets as widgets
 import xarray as xr
 
+from aare_lab.plots.gain_map import GainMapView
+
 from .base import InteractiveWidget
 from .graph import Input, ViewNode
 
@@ -46,7 +48,7 @@ class GainMapViewer(InteractiveWidget):
         self.pixel_node = Input(tuple(pixel), "pixel")
         self.watch(self.y_box, lambda value: self._select((value, self.pixel_node.value[1])))
         self.watch(self.x_box, lambda value: self._select((self.pixel_node.value[0], value)))
-        self.host = self.figure_host((11.0, 3.8))
+        self.host = self.figure_host(GainMapView.FIGSIZE)
         self.view = None
         self.figure_node = ViewNode(self._draw, self.pixel_node, pump=self.pump,
                                     figure=self.host)
@@ -86,8 +88,6 @@ class GainMapViewer(InteractiveWidget):
         self.pixel_node.set(tuple(int(v) for v in pixel))
 
     def _draw(self, pixel: tuple[int, int]) -> None:
-        from aare_lab.plots.gain_map import GainMapView
-
         if self.view is None:
             self.view = GainMapView(self.gain, self.spectra, pixel, fig=self.host.figure)
         else:

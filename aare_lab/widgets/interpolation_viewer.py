@@ -7,6 +7,8 @@ import ipywidgets as widgets
 import numpy as np
 import xarray as xr
 
+from aare_lab.plots.interpolation import BeforeAfterView, InterpolationMapsView
+
 from .base import InteractiveWidget
 from .graph import Input, ViewNode
 
@@ -47,8 +49,8 @@ class InterpolationViewer(InteractiveWidget):
         self.watch(self.subpixel_slider, self.subpixel_node.set)
         self.photons = self.task(self._interpolate, name="interpolation")
         self.images = self.task(self._images, self.photons, self.subpixel_node, name="images")
-        self.maps_host = self.figure_host((11.0, 3.6))
-        self.image_host = self.figure_host((9.0, 4.2))
+        self.maps_host = self.figure_host(InterpolationMapsView.FIGSIZE)
+        self.image_host = self.figure_host(BeforeAfterView.FIGSIZE)
         self.maps_view = self.image_view = None
         self.maps_node = ViewNode(self._draw_maps, self.energy_node, pump=self.pump,
                                   figure=self.maps_host)
@@ -92,8 +94,6 @@ class InterpolationViewer(InteractiveWidget):
         return image(centres, subpixels), image(photons, subpixels)
 
     def _draw_maps(self, energy_bin: int) -> None:
-        from aare_lab.plots.interpolation import InterpolationMapsView
-
         if self.maps_view is None:
             self.maps_view = InterpolationMapsView(self.maps, energy_bin,
                                                    fig=self.maps_host.figure)
@@ -101,8 +101,6 @@ class InterpolationViewer(InteractiveWidget):
             self.maps_view.update(energy_bin)
 
     def _draw_images(self, images) -> None:
-        from aare_lab.plots.interpolation import BeforeAfterView
-
         if self.image_view is None:
             self.image_view = BeforeAfterView(*images, fig=self.image_host.figure)
         else:

@@ -88,7 +88,8 @@ SUBSHELL_KEY = "commsOverSubshells"
 MODES = {"subshells-on": "perCommTarget", "subshells-off": "disabled"}
 DEFAULT_ARTEFACTS = "/tmp/aare_lab_browser_artefacts"
 # Notebooks whose figure must follow a control (issue 9): they must declare a check.
-MUST_DECLARE_CONTROL = {"01_quickstart.ipynb", "04_beamtime_live_spectra.ipynb"}
+MUST_DECLARE_CONTROL = {"01_quickstart.ipynb", "04_beamtime_live_spectra.ipynb",
+                        "06_subpixel_imaging.ipynb", "07_gain_calibration.ipynb"}
 
 CANVAS_SELECTOR = ".jupyter-matplotlib-canvas-div canvas"  # per figure: the image, then the overlay
 CANVAS_DIV_SELECTOR = ".jupyter-matplotlib-canvas-div"
