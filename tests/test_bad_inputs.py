@@ -123,8 +123,9 @@ def test_a_real_master_file_without_aare_says_how_to_get_it(tmp_path, monkeypatc
     master = tmp_path / "run_master_0.json"
     master.write_text(json.dumps({"Version": 7.2, "Detector Type": "Jungfrau",
                                   "Pixels": {"x": 1024, "y": 512}}))
-    with pytest.raises(ImportError, match=r'pip install "aare_lab\[aare\]" \(aare has wheels '
-                                          r"for Python 3.12 and 3.13; on other versions pip "
+    with pytest.raises(ImportError, match=r'pip install "aare-lab\[aare\]", from a clone pip '
+                                          r'install "\.\[aare\]" \(aare has wheels for '
+                                          r"Python 3.12 and 3.13; on other versions pip "
                                           r"builds it from source, which needs a C\+\+17 "
                                           r"compiler and CMake\)"):
         open_source(master)

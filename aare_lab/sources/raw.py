@@ -24,9 +24,9 @@ def import_aare():
     except ImportError as err:
         raise ImportError(
             "reading slsDetector raw files needs PSI's aare package: "
-            'pip install "aare_lab[aare]" (aare has wheels for Python 3.12 and 3.13; on '
-            "other versions pip builds it from source, which needs a C++17 compiler and "
-            "CMake)"
+            'pip install "aare-lab[aare]", from a clone pip install ".[aare]" (aare has '
+            "wheels for Python 3.12 and 3.13; on other versions pip builds it from source, "
+            "which needs a C++17 compiler and CMake)"
         ) from err
     return aare
 
