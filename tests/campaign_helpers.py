@@ -1,5 +1,7 @@
 """Small simulated campaigns on disk for the campaign tests: runs of one detector (one
-set of pixel maps), each its own frames, and a serial loop of find_clusters to compare."""
+set of pixel maps), each its own frames, and a serial loop of find_clusters to compare.
+
+Imported also by aare's interpreter (`master_campaign`), which has no pytest."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import numpy as np
 import xarray as xr
 
 from aare_lab import find_clusters
+from aare_lab.campaign import Campaign
+from aare_lab.campaign.runs import run_name
 from aare_lab.model.spec import FinderSpec
 from aare_lab.simulate import Beam, Detector, Simulator
 
@@ -42,3 +46,18 @@ def assert_run_equals(folder: Path, expected: xr.Dataset) -> None:
                      "frame"):
             np.testing.assert_array_equal(found[name].to_numpy(), expected[name].to_numpy(),
                                           err_msg=name)
+
+
+def master_campaign(folder) -> None:
+    """A campaign over the slsDetector acquisitions ``folder/runs/*_master_0.json`` with the
+    dark ``folder/dark/dark_master_0.json`` into ``folder/out`` (one worker thread), and the
+    serial loop's results as ``folder/serial/<run>.nc``; where aare reads raw files."""
+    folder = Path(folder)
+    runs = str(folder / "runs" / "*_master_0.json")
+    dark = str(folder / "dark" / "dark_master_0.json")
+    Campaign(runs, SPEC, dark=dark, out=folder / "out").run(workers=1, processes=False,
+                                                             progress=False)
+    (folder / "serial").mkdir()
+    for master in sorted((folder / "runs").glob("*_master_0.json")):
+        find_clusters(str(master), dark, spec=SPEC, progress=False,
+                      out=folder / "serial" / f"{run_name(str(master))}.nc")

@@ -1,19 +1,36 @@
-"""aare_lab.campaign: runs tables, dark policies, fingerprints, the manifest, and a
-campaign on a local Dask cluster against a serial loop of find_clusters."""
+"""aare_lab.campaign: runs tables, dark policies, fingerprints, the manifest, and
+campaigns on a local Dask cluster (npy files, HDF5 datasets, a runs table, slsDetector
+master files) against a serial loop of find_clusters; the GPUs a cuda campaign picks."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
+import xarray as xr
 
-pytest.importorskip("distributed", reason="the campaign needs the [campaign] extra")
+distributed = pytest.importorskip("distributed",
+                                  reason="the campaign needs the [campaign] extra")
 
-from campaign_helpers import PEAK, SPEC, assert_run_equals, serial_loop, write_runs
+from aare_env import aare_python
+from campaign_helpers import (
+    PEAK,
+    SPEC,
+    assert_run_equals,
+    master_campaign,
+    serial_loop,
+    write_runs,
+)
+from test_sources import write_raw
 
 from aare_lab.campaign import Campaign, DarkPerRun, Run, SavedPedestals, failed_runs, runs_table
+from aare_lab.campaign import cluster
 from aare_lab.campaign.bins import CampaignBins
 from aare_lab.campaign.darks import with_darks
 from aare_lab.campaign.manifest import MANIFEST
@@ -225,3 +242,144 @@ def test_the_inputs_reach_the_workers_as_absolute_paths(tmp_path, monkeypatch):
     assert campaign.runs == [Run("a", f"{tmp_path}/data/a.h5:/entry/data",
                                  f"{tmp_path}/darks/a.npy")]
     assert campaign.task.out == str(tmp_path / "out")
+
+
+def test_a_campaign_on_hdf5_datasets_equals_a_serial_loop(tmp_path):
+    for path in [*write_runs(tmp_path, n_runs=2), tmp_path / "dark.npy"]:
+        with h5py.File(path.with_suffix(".h5"), "w") as file:
+            file["entry/data"] = np.load(path)
+    runs = sorted(f"{p}:/entry/data" for p in tmp_path.glob("run*.h5"))
+    dark = f"{tmp_path / 'dark.h5'}:/entry/data"
+    result = Campaign(str(tmp_path / "run*.h5:/entry/data"), SPEC, dark=dark,
+                      out=tmp_path / "out").run(workers=1, processes=False, progress=False)
+    assert list(result["run"].to_numpy()) == ["run0", "run1"]
+    assert set(result["status"].to_numpy()) == {"done"}, failed_runs(result)
+    for name, expected in zip(["run0", "run1"], serial_loop(runs, dark)):
+        assert_run_equals(tmp_path / "out" / name, expected)
+
+
+def test_a_campaign_from_a_runs_table_equals_a_serial_loop(tmp_path):
+    paths = write_runs(tmp_path, n_runs=2)
+    # run1's own dark, 3 ADU above run0's: every energy of run1 moves with it.
+    np.save(tmp_path / "dark1.npy", np.load(tmp_path / "dark.npy") + 3)
+    (tmp_path / "table").mkdir()
+    table = tmp_path / "table" / "runs.csv"
+    table.write_text("run,frames,dark\nfirst,../run0.npy,../dark.npy\n"
+                     "second,../run1.npy,../dark1.npy\n")
+    result = Campaign(str(table), SPEC, out=tmp_path / "out").run(workers=1, processes=False,
+                                                                  progress=False)
+    assert list(result["run"].to_numpy()) == ["first", "second"]
+    assert set(result["status"].to_numpy()) == {"done"}, failed_runs(result)
+    serial = [*serial_loop(paths[:1], tmp_path / "dark.npy"),
+              *serial_loop(paths[1:], tmp_path / "dark1.npy")]
+    for name, expected in zip(["first", "second"], serial):
+        assert_run_equals(tmp_path / "out" / name, expected)
+    assert list(result["clusters"].to_numpy()) == [s.sizes["cluster"] for s in serial]
+
+
+def _write_masters(folder, paths, dark) -> None:
+    """The runs ``paths`` (and their ``dark``) as slsDetector acquisitions under ``folder``
+    (the layout of `campaign_helpers.master_campaign`)."""
+    for path in paths:
+        frames = np.load(path)
+        write_raw(folder / "runs", [frames], np.arange(1, len(frames) + 1), name=path.stem)
+    frames = np.load(dark)
+    write_raw(folder / "dark", [frames], np.arange(1, len(frames) + 1), name="dark")
+
+
+def _check_master_campaign(folder, paths) -> None:
+    """`master_campaign`'s campaign equals its serial loop, and the raw files gave the
+    frames of the ``paths`` they were written from."""
+    names = [f"{path.stem}_0" for path in paths]
+    result = xr.load_dataset(folder / "out" / "campaign.nc")
+    assert list(result["run"].to_numpy()) == names
+    assert set(result["status"].to_numpy()) == {"done"}, failed_runs(result)
+    for name in names:
+        with xr.open_dataset(folder / "serial" / f"{name}.nc") as expected:
+            assert_run_equals(folder / "out" / name, expected)
+    from_npy = serial_loop(paths, paths[0].parent / "dark.npy")
+    assert list(result["clusters"].to_numpy()) == [s.sizes["cluster"] for s in from_npy]
+    assert list(result["frames"].to_numpy()) == [s.sizes["frame"] for s in from_npy]
+
+
+def test_a_campaign_on_slsdetector_master_files_equals_a_serial_loop(tmp_path):
+    pytest.importorskip("aare", reason="aare is not importable by this interpreter (pip "
+                                       "install 'aare_lab[aare]'); the next test runs the "
+                                       "same campaign in aare's")
+    paths = write_runs(tmp_path, n_runs=2)
+    _write_masters(tmp_path / "raw", paths, tmp_path / "dark.npy")
+    master_campaign(tmp_path / "raw")
+    _check_master_campaign(tmp_path / "raw", paths)
+
+
+@pytest.mark.aare
+@pytest.mark.slow
+def test_a_campaign_on_master_files_in_aares_interpreter_equals_a_serial_loop(tmp_path):
+    python = aare_python("2026.9.30")
+    if python is None:
+        pytest.skip("aare 2026.9.30 is not installed (/opt/aare-2026.9.30, tests/aare_env.py)")
+    paths = write_runs(tmp_path, n_runs=2)
+    _write_masters(tmp_path / "raw", paths, tmp_path / "dark.npy")
+    tests = Path(__file__).resolve().parent
+    # aare's interpreter has no Dask: it borrows this one's, after its own packages (the
+    # same Python: checked first, as compiled modules need it).
+    script = ("import sys; assert sys.version_info[:2] == tuple(map(int, sys.argv[3:5])), "
+              "'aare has another Python than the tests'; sys.path.append(sys.argv[1]); "
+              "from campaign_helpers import master_campaign; master_campaign(sys.argv[2])")
+    done = subprocess.run(
+        [python, "-c", script, str(Path(distributed.__file__).parents[1]),
+         str(tmp_path / "raw"), *map(str, sys.version_info[:2])],
+        check=False, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent), str(tests)])})
+    assert done.returncode == 0, done.stderr[-3000:]
+    _check_master_campaign(tmp_path / "raw", paths)
+
+
+class _Made(Exception):
+    """The cluster `Campaign.run` would make, instead of making it."""
+
+
+@pytest.mark.parametrize("finder, visible, count, options, made", [
+    ("cuda", None, 3, {}, ("gpus", ["0", "1", "2"])),
+    ("cuda", "2,5", 8, {}, ("gpus", ["2", "5"])),
+    ("cuda", None, 3, {"workers": 2}, ("local", 2)),
+    ("cuda", None, 3, {"processes": False}, ("local", None)),
+    ("serial", None, 3, {}, ("local", None)),
+    ("cuda", None, 3, {"gpus": ["1"]}, ("gpus", ["1"])),
+], ids=["count", "CUDA_VISIBLE_DEVICES", "workers", "threads", "serial", "given"])
+def test_the_cuda_finder_gets_one_worker_per_visible_gpu(tmp_path, monkeypatch, finder,
+                                                         visible, count, options, made):
+    def gpu_cluster(gpus):
+        raise _Made("gpus", gpus)
+
+    def local_cluster(workers=None, processes=True):
+        raise _Made("local", workers)
+
+    monkeypatch.setattr(cluster, "gpu_cluster", gpu_cluster)
+    monkeypatch.setattr(cluster, "local_cluster", local_cluster)
+    monkeypatch.setattr(cluster, "gpu_count", lambda: count)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    said = []
+    campaign = Campaign(["a.npy"], SPEC.replace(finder=finder), dark="d.npy", out=tmp_path)
+    with pytest.raises(_Made) as make:
+        campaign.run(report=said.append, **options)
+    assert make.value.args == made
+    picked = made[0] == "gpus" and "gpus" not in options
+    assert said == (["one worker per GPU: " + ", ".join(made[1]) + " (CUDA_VISIBLE_DEVICES)"]
+                    if picked else [])
+
+
+@pytest.mark.parametrize("visible", [None, ""])
+def test_the_cuda_finder_without_a_visible_gpu_is_refused(tmp_path, monkeypatch, visible):
+    monkeypatch.setattr(cluster, "gpu_count", lambda: 0)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    campaign = Campaign(["a.npy"], SPEC.replace(finder="cuda"), dark="d.npy", out=tmp_path)
+    with pytest.raises(ValueError, match="the cuda finder needs a GPU and none is visible "
+                                         "here .*use the frozen finder"):
+        campaign.run()

@@ -9,15 +9,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import xarray as xr
-from tqdm.auto import tqdm
 
 from aare_lab.model.spec import FinderSpec
 
 from .bins import CampaignBins
-from .cluster import connected, dashboard
+from .cluster import connected, dashboard, visible_gpus
 from .combine import combine, save_combined
 from .darks import with_darks
 from .manifest import Manifest, campaign_key, run_key
+from .progress import RunsProgress
 from .runs import Run, absolute_run, runs_table
 from .task import Peak, RunTask, is_attempt, one_line, process_run
 
@@ -106,10 +106,17 @@ class Campaign:
             ``workers`` (``processes=False``: threads of this process).
         force
             Redo every run, finished or not.
+        gpus
+            The GPUs of the cluster made here (``CUDA_VISIBLE_DEVICES`` names). Left out
+            with the cuda finder, and no local cluster asked for (``workers``,
+            ``processes=False``): every GPU visible here
+            (`aare_lab.campaign.cluster.visible_gpus`).
         progress
-            A tqdm bar over the runs.
+            Dask's bar (`distributed.progress`) where stdout is a terminal, else a tqdm
+            line (`aare_lab.campaign.progress.RunsProgress`); False: none.
         report
-            Receives one-line messages (the dashboard's link, runs skipped); default none.
+            Receives one-line messages (the dashboard's link, the GPUs picked, runs
+            skipped); default none.
 
         Returns
         -------
@@ -120,6 +127,8 @@ class Campaign:
 
         Raises
         ------
+        ValueError
+            For the cuda finder on a cluster made here where no GPU is visible.
         KeyboardInterrupt
             On Ctrl-C: the runs not yet finished are cancelled; the finished ones stay, and
             the manifest names only them.
@@ -134,6 +143,7 @@ class Campaign:
         self._remove_attempts()
         spectra: dict[str, xr.DataArray] = {}
         if todo:
+            gpus = self._gpus(client, gpus, workers, processes, say)
             with connected(client, workers=workers, gpus=gpus, processes=processes) as c:
                 say(dashboard(c))
                 self._submit(c, todo, keys, manifest, spectra, progress)
@@ -143,6 +153,22 @@ class Campaign:
         save_combined(campaign, self.out)
         return campaign
 
+    def _gpus(self, client, gpus: list[str] | None, workers: int | None, processes: bool,
+              say: Callable[[str], None]) -> list[str] | None:
+        """The GPUs of a cluster made here: ``gpus`` as given; left out, with the cuda
+        finder and neither ``workers`` nor ``processes=False``, every GPU visible here."""
+        if gpus is not None or client is not None or workers is not None or not processes \
+                or self.spec.finder != "cuda":
+            return gpus
+        found = visible_gpus()
+        if not found:
+            raise ValueError("the cuda finder needs a GPU and none is visible here "
+                             "(CUDA_VISIBLE_DEVICES, CuPy, nvidia-smi): run where the GPUs "
+                             "are, give a client whose workers have them, or use the frozen "
+                             "finder")
+        say(f"one worker per GPU: {', '.join(found)} (CUDA_VISIBLE_DEVICES)")
+        return found
+
     def _submit(self, client, todo: list[Run], keys: dict, manifest: Manifest,
                 spectra: dict, progress: bool) -> None:
         from distributed import as_completed
@@ -151,8 +177,7 @@ class Campaign:
                                  key=f"run-{run.name}-{os.urandom(4).hex()}"): run
                    for run in todo}
         try:
-            with tqdm(total=len(futures), unit="run", desc="campaign",
-                      disable=not progress) as bar:
+            with RunsProgress(client, futures, progress) as bar:
                 for future in as_completed(futures):
                     row = self._row_of(future, futures[future])
                     if (spectrum := row.pop("spectrum", None)) is not None:

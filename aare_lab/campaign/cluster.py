@@ -18,20 +18,27 @@ GPU_VARIABLE = "CUDA_VISIBLE_DEVICES"
 
 def visible_gpus() -> list[str]:
     """The GPUs this process may use, as ``CUDA_VISIBLE_DEVICES`` names them (its entries,
-    else ``0 .. n - 1`` for the devices CuPy or ``nvidia-smi`` count)."""
+    else ``0 .. n - 1`` for the `gpu_count` devices)."""
     told = os.environ.get(GPU_VARIABLE)
     if told is not None:
         return [gpu.strip() for gpu in told.split(",") if gpu.strip()]
-    try:
-        import cupy
+    return [str(k) for k in range(gpu_count())]
 
-        return [str(k) for k in range(cupy.cuda.runtime.getDeviceCount())]
-    except Exception:  # noqa: BLE001: no CuPy, no driver, no device: ask nvidia-smi
+
+def gpu_count() -> int:
+    """The GPUs of this machine: as CuPy counts them (`aare_lab.gpu.cupy_or_raise`), else
+    as ``nvidia-smi -L`` lists them (the workers may have CuPy where this process has none),
+    else 0."""
+    from aare_lab.gpu import GpuUnavailable, cupy_or_raise
+
+    try:
+        return int(cupy_or_raise().cuda.runtime.getDeviceCount())
+    except GpuUnavailable:
         pass
     if shutil.which("nvidia-smi") is None:
-        return []
+        return 0
     listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False)
-    return [str(k) for k, line in enumerate(listed.stdout.splitlines()) if line.startswith("GPU")]
+    return sum(line.startswith("GPU") for line in listed.stdout.splitlines())
 
 
 def gpu_cluster(gpus: list[str]):
@@ -94,11 +101,12 @@ def connected(client=None, *, workers: int | None = None, gpus: list[str] | None
 
 
 def dashboard(client) -> str:
-    """The dashboard's link, or what is missing for one."""
+    """The dashboard's link (without bokeh where the scheduler runs, its page says what to
+    install), or that the scheduler serves none."""
     if "dashboard" not in client.scheduler_info().get("services", {}):
-        return "no dashboard (the scheduler's needs bokeh: pip install bokeh)"
+        return "no dashboard: the scheduler serves none"
     return f"dashboard {client.dashboard_link}"
 
 
-__all__ = ["GPU_VARIABLE", "connected", "dashboard", "gpu_cluster", "local_cluster",
-           "visible_gpus"]
+__all__ = ["GPU_VARIABLE", "connected", "dashboard", "gpu_cluster", "gpu_count",
+           "local_cluster", "visible_gpus"]

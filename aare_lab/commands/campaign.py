@@ -53,7 +53,8 @@ def register(subparsers) -> None:
     where.add_argument("--workers", type=positive_int, metavar="N",
                        help="workers of the local cluster (default: one per core)")
     where.add_argument("--gpus", metavar="all|0,1,...",
-                       help="one worker per GPU, each pinned by CUDA_VISIBLE_DEVICES")
+                       help="one worker per GPU, each pinned by CUDA_VISIBLE_DEVICES "
+                            "(with --finder cuda and no --workers: all, the default)")
     where.add_argument("--scheduler", metavar="ADDR",
                        help="a running Dask scheduler (tcp://host:8786)")
     parser.add_argument("--force", action="store_true", help="redo the finished runs too")
@@ -63,7 +64,8 @@ def register(subparsers) -> None:
                         help="the spectra's bin width (default 1 ADU, 0.05 keV calibrated)")
     add_finder_options(parser)
     add_calibration_option(parser)
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bar (dask's in a terminal, a tqdm line elsewhere)")
     parser.set_defaults(run=run)
 
 
