@@ -471,7 +471,7 @@ def raw_master(tmp_path) -> Path:
 
 def test_raw_needs_aare(raw_master, monkeypatch):
     monkeypatch.setitem(sys.modules, "aare", None)  # as if aare were not installed
-    with pytest.raises(ImportError, match=r'pip install "aare_lab\[aare\]"'):
+    with pytest.raises(ImportError, match=r'pip install "aare-lab\[aare\]"'):
         open_source(raw_master)
 
 
