@@ -13,7 +13,7 @@ import xarray as xr
 from aare_lab.model.spec import FinderSpec
 
 from .bins import CampaignBins
-from .cluster import connected, dashboard, visible_gpus
+from .cluster import connected, dashboard, require_gpus, visible_gpus
 from .combine import combine, save_combined
 from .darks import with_darks
 from .manifest import Manifest, campaign_key, run_key
@@ -160,10 +160,7 @@ class Campaign:
         if gpus is not None or client is not None or workers is not None or not processes \
                 or self.spec.finder != "cuda":
             return gpus
-        found = visible_gpus()
-        if not found:
-            raise ValueError("the cuda finder needs a GPU and none is visible here "
-                             "(CUDA_VISIBLE_DEVICES, CuPy, nvidia-smi): run where the GPUs "
+        found = require_gpus(visible_gpus(), "the cuda finder needs one: run where the GPUs "
                              "are, give a client whose workers have them, or use the frozen "
                              "finder")
         say(f"one worker per GPU: {', '.join(found)} (CUDA_VISIBLE_DEVICES)")

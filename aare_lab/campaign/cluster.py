@@ -41,13 +41,25 @@ def gpu_count() -> int:
     return sum(line.startswith("GPU") for line in listed.stdout.splitlines())
 
 
+def require_gpus(gpus: list[str], hint: str) -> list[str]:
+    """``gpus``, refused in one line that says where GPUs are looked for when it is empty.
+
+    Raises
+    ------
+    ValueError
+        Without a GPU, ending with ``hint`` (what to do instead).
+    """
+    if not gpus:
+        raise ValueError(f"no GPU is visible here (CUDA_VISIBLE_DEVICES, CuPy, nvidia-smi): "
+                         f"{hint}")
+    return gpus
+
+
 def gpu_cluster(gpus: list[str]):
     """One worker per GPU, each seeing only its own (``CUDA_VISIBLE_DEVICES``):
     `dask_cuda.LocalCUDACluster` where dask-cuda is installed, else the same through
     `distributed` alone (a `distributed.SpecCluster` of nannies with that variable)."""
-    if not gpus:
-        raise ValueError("no GPU is visible here (CUDA_VISIBLE_DEVICES, CuPy, nvidia-smi): "
-                         "leave out --gpus, or run where the GPUs are")
+    require_gpus(gpus, "leave out --gpus, or run where the GPUs are")
     try:
         from dask_cuda import LocalCUDACluster
     except ImportError:
@@ -109,4 +121,4 @@ def dashboard(client) -> str:
 
 
 __all__ = ["GPU_VARIABLE", "connected", "dashboard", "gpu_cluster", "gpu_count",
-           "local_cluster", "visible_gpus"]
+           "local_cluster", "require_gpus", "visible_gpus"]

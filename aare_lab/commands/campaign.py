@@ -95,15 +95,15 @@ def _peak(text: str | None) -> tuple[float, float] | None:
 
 
 def _gpus(text: str | None) -> list[str] | None:
-    from aare_lab.campaign.cluster import visible_gpus
+    from aare_lab.campaign.cluster import require_gpus, visible_gpus
 
     if text is None:
         return None
     gpus = visible_gpus() if text == "all" else [g.strip() for g in text.split(",") if g.strip()]
-    if not gpus:
-        raise UsageError("--gpus all: no GPU is visible here (CUDA_VISIBLE_DEVICES, CuPy, "
-                         "nvidia-smi)")
-    return gpus
+    try:
+        return require_gpus(gpus, "leave out --gpus, or run where the GPUs are")
+    except ValueError as err:
+        raise UsageError(f"--gpus {text}: {err}") from None
 
 
 def run(args: argparse.Namespace) -> int:
