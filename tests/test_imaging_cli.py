@@ -94,8 +94,8 @@ def test_interpolate_keeps_an_existing_output_unless_overwrite(runs, tmp_path, c
     assert main(interpolate_args(runs, tmp_path)) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
-    assert f"{tmp_path / name} exists: pass --overwrite to replace it, or choose another " \
-           f"{option}" in err
+    assert (f"{tmp_path / name} exists: pass --overwrite (Python: overwrite=True) to "
+            f"replace it once the new file is complete, or choose another {option}") in err
     # Refused before any work: nothing else was written either.
     assert [p.name for p in tmp_path.iterdir()] == [name]
     assert (tmp_path / name).read_bytes() == b"an earlier file"
@@ -144,8 +144,8 @@ def test_gainmap_keeps_an_existing_output_unless_overwrite(runs, tmp_path, capsy
     assert main(gainmap_args(runs, tmp_path)) == 1
     err = capsys.readouterr()
     assert err.err.count("\n") == 1 and "ADU/keV" not in err.out, err
-    assert f"{tmp_path / name} exists: pass --overwrite to replace it, or choose another " \
-           f"{option}" in err.err
+    assert (f"{tmp_path / name} exists: pass --overwrite (Python: overwrite=True) to "
+            f"replace it once the new file is complete, or choose another {option}") in err.err
     assert [p.name for p in tmp_path.iterdir()] == [name]
     assert (tmp_path / name).read_bytes() == b"an earlier file"
     assert main(gainmap_args(runs, tmp_path, "--overwrite")) == 0

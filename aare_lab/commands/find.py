@@ -26,7 +26,7 @@ from .options import (
     load_pedestal,
     positive_int,
 )
-from .outputs import check_outputs, refuse_existing
+from .outputs import check_outputs, refuse_existing_outputs
 
 
 def register(subparsers) -> None:
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     check_outputs({"--out": args.out, "--save-pedestal": args.save_pedestal},
                   {"--frames": args.frames, "--dark": args.dark, "--pedestal": args.pedestal,
                    "--calibration": args.calibration})
-    refuse_existing({"--save-pedestal": args.save_pedestal}, args.overwrite)
+    refuse_existing_outputs({"--save-pedestal": args.save_pedestal}, args.overwrite)
     # Claimed before any work: a second run writing the same file stops here, not after
     # the first one's result is gone.
     with Destination(args.out, overwrite=args.overwrite) as destination:

@@ -13,7 +13,7 @@ from aare_lab.calibration.gain_map import FLAGS
 from aare_lab.model.results import check_result, load_result, save_result
 
 from .options import UsageError, positive_float, positive_int
-from .outputs import check_outputs, refuse_existing
+from .outputs import check_outputs, refuse_existing_outputs
 
 
 def register(subparsers) -> None:
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--fit-range {low} {high} must hold --line {args.line}")
     outputs = {"--out": args.out, "--calibrated": args.calibrated}
     check_outputs(outputs, {"RESULT.nc": args.result})
-    refuse_existing(outputs, args.overwrite)
+    refuse_existing_outputs(outputs, args.overwrite)
     result = load_result(args.result)
     check_result(result, f"'{args.result}'")
     gain = calibrate(result, args.line, (low, high), bins=args.bins, kbeta_kev=args.kbeta,

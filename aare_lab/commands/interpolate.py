@@ -18,7 +18,7 @@ from aare_lab.model.results import check_result, load_result
 from aare_lab.storage.netcdf import write_netcdf
 
 from .options import UsageError, positive_int
-from .outputs import check_outputs, refuse_existing
+from .outputs import check_outputs, refuse_existing_outputs
 
 
 def register(subparsers) -> None:
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("nothing to do: give a RESULT.nc to interpolate or --save-maps")
     outputs = {"--out": args.out, "--image": args.image, "--save-maps": args.save_maps}
     check_outputs(outputs, {"RESULT.nc": args.result, "--flat": args.flat, "--maps": args.maps})
-    refuse_existing(outputs, args.overwrite)
+    refuse_existing_outputs(outputs, args.overwrite)
     if args.flat:
         flat = load_result(args.flat)
         check_result(flat, f"'{args.flat}'")

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from aare_lab.sources.files import file_of
-from aare_lab.storage.destination import DestinationExists, partial_path
+from aare_lab.storage.destination import partial_path, refuse_existing
 
 from .options import UsageError
 
@@ -56,7 +56,7 @@ def check_outputs(outputs: Mapping[str, os.PathLike | None],
         seen[option] = path
 
 
-def refuse_existing(outputs: Mapping[str, os.PathLike | None], overwrite: bool) -> None:
+def refuse_existing_outputs(outputs: Mapping[str, os.PathLike | None], overwrite: bool) -> None:
     """Refuse an output file that exists, unless ``overwrite`` (``--overwrite``) was given.
 
     For the outputs written whole (`aare_lab.storage.netcdf.write_netcdf`, which replaces
@@ -75,12 +75,9 @@ def refuse_existing(outputs: Mapping[str, os.PathLike | None], overwrite: bool) 
     aare_lab.storage.destination.DestinationExists
         Naming the first file that exists and its option.
     """
-    if overwrite:
-        return
     for option, path in outputs.items():
-        if path is not None and Path(path).exists():
-            raise DestinationExists(f"{path} exists: pass --overwrite to replace it, or "
-                                    f"choose another {option}")
+        if path is not None:
+            refuse_existing(path, option, overwrite)
 
 
-__all__ = ["check_outputs", "refuse_existing", "same_file"]
+__all__ = ["check_outputs", "refuse_existing_outputs", "same_file"]

@@ -91,10 +91,7 @@ class Destination:
         self._fd: int | None = None
         if self.path.is_dir():
             raise IsADirectoryError(f"{self.path} is a folder: give a file name for the result")
-        if not overwrite and self.path.exists():
-            raise DestinationExists(
-                f"{self.path} exists: pass --overwrite (Python: overwrite=True) to replace it "
-                "once the new result is complete, or choose another --out")
+        refuse_existing(self.path, "--out", overwrite)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock()
 
@@ -164,6 +161,20 @@ class Destination:
         return f"Destination({str(self.path)!r})"
 
 
+def refuse_existing(path: str | os.PathLike, option: str, overwrite: bool = False) -> None:
+    """Refuse an existing ``path`` (given as ``option``) unless ``overwrite``.
+
+    Raises
+    ------
+    DestinationExists
+        Naming the file, ``--overwrite`` and ``option``.
+    """
+    if not overwrite and Path(path).exists():
+        raise DestinationExists(
+            f"{path} exists: pass --overwrite (Python: overwrite=True) to replace it once the "
+            f"new file is complete, or choose another {option}")
+
+
 def claim(out: str | os.PathLike | Destination, overwrite: bool = False) -> tuple[Destination, bool]:
     """``out`` as a claimed `Destination`, and whether the caller claimed it here (and so
     releases it)."""
@@ -173,4 +184,5 @@ def claim(out: str | os.PathLike | Destination, overwrite: bool = False) -> tupl
 
 
 __all__ = ["Destination", "DestinationBusy", "DestinationExists", "RESERVE_BYTES", "claim",
+           "refuse_existing",
            "free_bytes", "human_bytes", "partial_path"]
