@@ -23,7 +23,6 @@ from campaign_helpers import (
     PEAK,
     SPEC,
     assert_run_equals,
-    master_campaign,
     serial_loop,
     write_runs,
 )

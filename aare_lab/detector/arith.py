@@ -81,7 +81,7 @@ def zero_offsets(off):
 @njit(cache=True, nogil=True, error_model="numpy")
 def values_resid_row(frame, off, s, N, v, corr, resid):
     """`values_row`, keeping each pixel's ``s / N`` in ``resid`` for the row's push
-    (`update_quiet_resid_row`): the same quotient, divided once."""
+    (`update_quiet_row`): the same quotient, divided once."""
     for j in range(len(frame)):
         v[j] = frame[j]
         y = centred(v[j], off, j)
@@ -108,7 +108,7 @@ def thresholds_row(s, s2, rms_fixed, fixed, N, nsig, thr):
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def ema(s, s2, y, N):
     """One pedestal push: ``s += y - s / N``, ``s2 += y * y - s2 / N``, ``y = x - off``."""
-    return s + (y - s / N), s2 + (y * y - s2 / N)
+    return ema_resid(s, s2, y, s / N, N)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -135,36 +135,25 @@ def pushed_row(frame, off, s, s2, N, new_s, new_s2, new_v, corr):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def update_quiet_row(codes, frame, off, s, s2, N, x, corr, status):
+def update_quiet_row(codes, frame, off, s, s2, N, x, corr, status, resid):
     """Push the frame's values into the pedestal of the row's QUIET_UPDATE pixels.
 
     The `ema` update in place, without the value read back; ``x`` is scratch of the row's
     length in the state's dtype; ``corr`` as in `values_row`; ``status`` the row's JUNGFRAU
-    pixel status, of which only G0 is pushed, or None (compiled away) without gain bits.
+    pixel status, of which only G0 is pushed, or None (compiled away) without gain bits;
+    ``resid`` the row's ``s / N`` where `values_resid_row` kept it (`ema_resid`: the same
+    bits, one division a pixel fewer), or None (compiled away) to divide here.
     """
     for j in range(len(frame)):
         x[j] = frame[j]
         y = centred(x[j], off, j)
         if corr is not None:
             y = y - corr[j]
-        new_s, new_s2 = ema(s[j], s2[j], y, N)
-        quiet = codes[j] == QUIET_UPDATE
-        if status is not None:
-            quiet = quiet and status[j] == G0
-        s[j] = new_s if quiet else s[j]
-        s2[j] = new_s2 if quiet else s2[j]
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def update_quiet_resid_row(codes, frame, off, s, s2, N, x, corr, status, resid):
-    """`update_quiet_row` with the row's ``s / N`` from `values_resid_row` (`ema_resid`):
-    the same pushes, one division a pixel fewer."""
-    for j in range(len(frame)):
-        x[j] = frame[j]
-        y = centred(x[j], off, j)
-        if corr is not None:
-            y = y - corr[j]
-        new_s, new_s2 = ema_resid(s[j], s2[j], y, resid[j], N)
+        if resid is None:
+            mean = s[j] / N
+        else:
+            mean = resid[j]
+        new_s, new_s2 = ema_resid(s[j], s2[j], y, mean, N)
         quiet = codes[j] == QUIET_UPDATE
         if status is not None:
             quiet = quiet and status[j] == G0
@@ -186,7 +175,7 @@ def update_frame(frame, off, s, s2, N, x):
     """Push a whole dark frame into a trained pedestal; ``x`` is row scratch."""
     quiet = np.full(frame.shape[1], QUIET_UPDATE)
     for i in range(frame.shape[0]):
-        update_quiet_row(quiet, frame[i], off[i], s[i], s2[i], N, x, None, None)
+        update_quiet_row(quiet, frame[i], off[i], s[i], s2[i], N, x, None, None, None)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -33,7 +33,6 @@ from aare_lab.detector.arith import (
     TEST3_STORE,
     row_of,
     thresholds_row,
-    update_quiet_resid_row,
     update_quiet_row,
     values_resid_row,
     values_row,
@@ -183,9 +182,9 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
             if count > 0:
                 list_stores(codes[i], stores[i])
             if is_edge(i, y0, y1, ry):
-                push_row(i, codes, frame, off, s, s2, N, x, corr, gs)
+                push_row(i, codes, frame, off, s, s2, N, x, corr, gs, None)
             else:
-                push_resid_row(i, codes, frame, off, s, s2, N, x, corr, gs, resid[i % ring])
+                push_row(i, codes, frame, off, s, s2, N, x, corr, gs, resid[i % ring])
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -218,25 +217,15 @@ def has_byte(word, pattern):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def push_row(i, codes, frame, off, s, s2, N, x, corr, gs):
-    """`update_quiet_row` of row ``i``; with ``gs``, of its G0 pixels only."""
+def push_row(i, codes, frame, off, s, s2, N, x, corr, gs, resid):
+    """`update_quiet_row` of row ``i``; with ``gs``, of its G0 pixels only; ``resid`` the
+    row's ``s / N`` from its values, or None."""
     if gs is None:
         update_quiet_row(codes[i], frame[i], row_of(off, i), s[i], s2[i], N, x,
-                         row_of(corr, i), None)
+                         row_of(corr, i), None, resid)
     else:
         update_quiet_row(codes[i], frame[i], row_of(off, i), s[i], s2[i], N, x,
-                         row_of(corr, i), gs[3][i])
-
-
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def push_resid_row(i, codes, frame, off, s, s2, N, x, corr, gs, resid):
-    """`push_row` with the row's ``s / N`` from its values (`update_quiet_resid_row`)."""
-    if gs is None:
-        update_quiet_resid_row(codes[i], frame[i], row_of(off, i), s[i], s2[i], N, x,
-                               row_of(corr, i), None, resid)
-    else:
-        update_quiet_resid_row(codes[i], frame[i], row_of(off, i), s[i], s2[i], N, x,
-                               row_of(corr, i), gs[3][i], resid)
+                         row_of(corr, i), gs[3][i], resid)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
