@@ -37,10 +37,13 @@ def receivers(tmp_path_factory):
     if bin_dir is None:
         pytest.skip(why)
     setups, errors = {}, []
+    # Made here, not on the threads: the first mktemp of a worker also creates pytest's
+    # base folder, and two threads doing that at once collide (FileExistsError).
+    folders = {key: tmp_path_factory.mktemp(key) for key in ("one", "two")}
 
     def start(key, **options):
         try:
-            setups[key] = Setup(bin_dir, tmp_path_factory.mktemp(key), **options)
+            setups[key] = Setup(bin_dir, folders[key], **options)
         except Exception as err:  # raised below, on the test's thread
             errors.append(err)
 
