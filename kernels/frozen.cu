@@ -60,7 +60,9 @@
 //   its pixels' fixed-point integers to per-region sums in shared memory (warp-aggregated
 //   atomics), then to global sums, then a grid barrier; every block reads the totals and
 //   turns them into the offsets (integer sums are exact, so the order of the atomics does
-//   not matter and every block sees the same offsets).
+//   not matter and every block sees the same offsets). Between the passes each block marks
+//   its pixels that are candidates at the first offsets in a global map, and a third grid
+//   barrier lets the second pass read the marks of the neighbouring bands' edge rows.
 // - With GAIN_SWITCHING, first of all per frame: each thread decodes its raw values into
 //   their ADC values (kept in raw[]) and a status (G0, G1, G2 or flagged, in registers),
 //   and counts the flagged ones; the estimate reads G0 pixels only, the values and
@@ -249,6 +251,25 @@ __device__ __forceinline__ STATE_T region_mean(long long sum, long long count)
     if (count <= 0)
         return (STATE_T)0;
     return (STATE_T)(((double)sum / (double)count) * (1.0 / 65536.0));
+}
+
+// _common_mode.near_candidates: whether a pixel of the 3x3 neighbourhood of (i, j) inside
+// the frame is a candidate. The marks are rewritten every frame by other blocks: read
+// through L2 (__ldcg), never a stale L1 line.
+__device__ __forceinline__ bool near_candidate(const u8* candidates, int i, int j, int ny)
+{
+    unsigned int any = 0;
+    for (int di = -1; di <= 1; ++di) {
+        const int r = i + di;
+        if (r < 0 || r >= ny)
+            continue;
+        for (int dj = -1; dj <= 1; ++dj) {
+            const int c = j + dj;
+            if (c >= 0 && c < FRAME_NX)
+                any |= __ldcg(&candidates[(long long)r * FRAME_NX + c]);
+        }
+    }
+    return any != 0;
 }
 
 // Add one pixel's integer to its region (label -1: nothing). The lanes of a warp that
@@ -509,6 +530,7 @@ frozen_chunk(
     const int* __restrict__ cm_labels,   // [ny][nx] region of each pixel, -1 excluded
     const int n_regions,
     unsigned long long* cm_acc,   // [n_frames][2 passes][2: sums, counts][n_regions], zeroed
+    u8* cm_candidates,            // [ny][nx] the frame's candidates at the first pass's offsets
     STATE_T* cm_out,              // [n_frames][n_regions] the offsets
     long long* cm_pixels          // [n_frames][n_regions] pixels of the last pass
 #if GAIN_SWITCHING
@@ -708,28 +730,31 @@ frozen_chunk(
         // The offsets of the frame from its frame-start values (_common_mode.estimate_*).
         // cm_centre still holds the previous frame's offsets, read by its pushes until the
         // first grid barrier: pass 0 is centred on 0 (c_0) without reading it.
+        auto estimate_label = [&](int k, int p) {
+            if (p >= P)
+                return -1;
+#if GAIN_SWITCHING
+            // _gain.estimate_labels: G0 pixels only
+            if (status[k] != ST_G0)
+                return -1;
+#endif
+            return __ldg(&cm_labels[band + p]);
+        };
         for (int pass = 0; pass < 2; ++pass) {
 #pragma unroll
             for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
                 const int p = k * T + tid;
-                int label = -1;
+                int label = estimate_label(k, p);
                 long long q = 0;
-                if (p < P) {
-                    label = __ldg(&cm_labels[band + p]);
-#if GAIN_SWITCHING
-                    // _gain.estimate_labels: G0 pixels only
-                    if (status[k] != ST_G0)
+                if (label >= 0) {
+                    const STATE_T v0 = pixel_value(raw[k], off_r[k], mean_r[k]);
+                    const STATE_T thr = thr_r[k];
+                    const STATE_T centre = pass == 0 ? (STATE_T)0 : cm_centre[label];
+                    if (fabs(v0 - centre) <= thr && (pass == 0 || !near_candidate(
+                            cm_candidates, (band + p) / nx, (band + p) % nx, ny)))
+                        q = fixed_point(v0);
+                    else
                         label = -1;
-#endif
-                    if (label >= 0) {
-                        const STATE_T v0 = pixel_value(raw[k], off_r[k], mean_r[k]);
-                        const STATE_T thr = thr_r[k];
-                        const STATE_T centre = pass == 0 ? (STATE_T)0 : cm_centre[label];
-                        if (fabs(v0 - centre) <= thr)
-                            q = fixed_point(v0);
-                        else
-                            label = -1;
-                    }
                 }
                 add_to_region(label, q, cm_sums, cm_counts);
             }
@@ -754,6 +779,20 @@ frozen_chunk(
                 }
             }
             __syncthreads();
+            if (pass == 0) {
+                // _common_mode.mark_candidates, then a grid barrier: the second pass reads
+                // the candidates of the neighbouring bands' edge rows. The next frame's
+                // marks come after this frame's second pass, behind its grid barrier.
+#pragma unroll
+                for (int k = 0; k < PIXELS_PER_THREAD; ++k) {
+                    const int p = k * T + tid;
+                    const int label = estimate_label(k, p);
+                    if (p < P)
+                        cm_candidates[band + p] = label >= 0 &&
+                            pixel_value(raw[k], off_r[k], mean_r[k]) - cm_centre[label] > thr_r[k];
+                }
+                grid_barrier(barrier, ++barriers);
+            }
         }
 #endif
 

@@ -163,12 +163,18 @@ def common_mode(ped: RefPedestal, frame, n_sigma, labels, cal: RefCalibration | 
     v0 = [[ped.value(i, j, frame[i][j]) for j in range(nx)] for i in range(ny)]
     thr = [[nsig * ped.rms(i, j) for j in range(nx)] for i in range(ny)]
     centre = [T(0)] * regions
-    for _ in range(2):
+    near = set()   # pixels with a candidate in their 3x3 neighbourhood (second pass)
+    for k in range(2):
+        if k == 1:
+            candidates = [(i, j) for i in range(ny) for j in range(nx) if labels[i][j] >= 0
+                          and v0[i][j] - centre[labels[i][j]] > thr[i][j]]
+            near = {(i + di, j + dj) for i, j in candidates
+                    for di in (-1, 0, 1) for dj in (-1, 0, 1)}
         sums, counts = [0] * regions, [0] * regions
         for i in range(ny):
             for j in range(nx):
                 r = labels[i][j]
-                if r >= 0 and abs(v0[i][j] - centre[r]) <= thr[i][j]:
+                if r >= 0 and abs(v0[i][j] - centre[r]) <= thr[i][j] and (i, j) not in near:
                     sums[r] += rha(float(v0[i][j]) * 65536.0)
                     counts[r] += 1
         centre = [T(float(sums[r]) / float(counts[r]) * 2.0 ** -16) if counts[r] else T(0)

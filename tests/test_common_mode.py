@@ -82,8 +82,8 @@ def hand_built():
     """A 12x12 frame, four 6x6 regions; with n_sigma=5 each pixel's threshold is 5 ADU.
 
     0: offset +6 with spread -3..3 (beyond the first pass's window: only the second finds
-    it); 1: offset -4, flat; 2: offset +2 with one photon of 300 ADU (not a candidate for
-    the estimate); -1 (excluded): +1, never corrected.
+    it); 1: offset -4, flat; 2: offset +2 with one photon of 300 ADU (a candidate: neither
+    it nor its 8 neighbours enter the second pass); -1 (excluded): +1, never corrected.
     """
     labels = np.full((12, 12), -1, np.int32)
     labels[:6, :6], labels[:6, 6:], labels[6:, :6] = 0, 1, 2
@@ -107,7 +107,7 @@ def test_known_offsets_are_recovered_exactly(model, dtype):
                                                                  progress=False)
     assert result["common_mode"].to_numpy().tolist() == [[6.0, -4.0, 2.0]]
     assert result["common_mode"].dtype == np.dtype(dtype)
-    assert result["common_mode_pixels"].to_numpy().tolist() == [[36, 36, 35]]
+    assert result["common_mode_pixels"].to_numpy().tolist() == [[36, 36, 27]]
     assert result.attrs["common_mode"] == "labels"
     # The photon is the one cluster, its window corrected by its region's offset.
     assert (result["y"].item(), result["x"].item()) == (9, 2)
@@ -120,6 +120,22 @@ def test_known_offsets_are_recovered_exactly(model, dtype):
     s0 = start["s"]
     assert ped.state()["s"][0, 6] == s0[0, 6]
     assert ped.state()["s"][11, 11] == s0[11, 11] + 1
+
+
+@pytest.mark.parametrize("model", list(FINDERS))
+def test_a_photons_charge_sharing_tail_stays_out_of_the_estimate(model):
+    """Region 0 has no offset but a photon of 300 ADU whose 8 neighbours hold 4 ADU each,
+    below the 5 ADU threshold: with them the offset would read 32 / 35 ADU."""
+    labels = np.zeros((6, 6), np.int32)
+    offset = np.zeros((6, 6), np.int64)
+    offset[1:4, 1:4] = 4
+    offset[2, 2] = 300
+    frames = (LEVEL + offset).astype(np.uint16)[np.newaxis]
+    result = FINDERS[model](flat_pedestal(labels.shape), 5.0, 3, common_mode=labels).find(
+        frames, progress=False)
+    assert result["common_mode"].to_numpy().tolist() == [[0.0]]
+    assert result["common_mode_pixels"].to_numpy().tolist() == [[36 - 9]]
+    assert result["window"].to_numpy()[0].tolist() == [[4, 4, 4], [4, 300, 4], [4, 4, 4]]
 
 
 def test_without_common_mode_the_same_frame_is_full_of_clusters():
@@ -410,6 +426,7 @@ def test_kernel_names_its_common_mode_twins():
 
     text = (kernel_dir() / SOURCE).read_text()
     for twin in ("_common_mode.fixed_point", "_common_mode.region_means",
+                 "_common_mode.mark_candidates", "_common_mode.near_candidates",
                  "arith.values_row with a correction row"):
         assert f"// {twin}" in text, twin
     source = Path(__file__).parent.parent / "aare_lab" / "finders" / "_common_mode.py"

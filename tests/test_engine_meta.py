@@ -92,7 +92,7 @@ def test_the_launch_passes_the_counts_where_the_kernel_takes_them(calibrated):
     engine.counts = engine.cm_out = engine.cm_pixels = [None]
     for name in ("off", "rms_fixed", "fixed", "N", "nsig", "c3", "cap", "region_cap",
                  "seg_start", "frame_start", "no_edges", "no_hist", "no_pixel_hist",
-                 "cm_labels", "n_regions", "n_bands", "threads", "shared"):
+                 "cm_labels", "cm_candidates", "n_regions", "n_bands", "threads", "shared"):
         setattr(engine, name, 0)
     engine.kernel = Recorder()
     engine._run("frames", c, 0, "s", "s2", "map_slot", "maps")

@@ -260,9 +260,9 @@ def write_frame(v, row_counts, row_start, stores, kept, ry, rx, round_values,
 def estimate_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, labels, f, cm):
     """The frame's plain values and thresholds (into ``cm``'s scratch), its common-mode
     offsets into ``cm``'s outputs and its correction map."""
-    _, centre, sums, counts, task_sums, task_counts, thr, corr, out_c, out_n = cm
+    _, centre, sums, counts, task_sums, task_counts, thr, corr, candidates, out_c, out_n = cm
     estimate_parallel(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, labels, centre,
-                      sums, counts, task_sums, task_counts)
+                      sums, counts, task_sums, task_counts, candidates)
     out_c[f] = centre
     out_n[f] = counts
     corrections(labels, centre, corr)

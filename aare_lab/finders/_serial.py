@@ -79,9 +79,9 @@ def serial_chunk(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
 @njit(cache=True, nogil=True, error_model="numpy")
 def serial_estimate(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, labels, f, cm):
     """Frame ``f``'s common-mode offsets into ``cm``'s outputs, and its corrected values."""
-    _, centre, sums, counts, _, _, thr_f, corr, out_c, out_n = cm
+    _, centre, sums, counts, _, _, thr_f, corr, candidates, out_c, out_n = cm
     estimate_serial(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr_f, labels, centre,
-                    sums, counts)
+                    sums, counts, candidates)
     out_c[f] = centre
     out_n[f] = counts
     corrections(labels, centre, corr)

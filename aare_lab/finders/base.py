@@ -574,7 +574,8 @@ class CpuFinder(Finder):
                                 np.zeros(regions, np.int64), np.zeros(regions, np.int64),
                                 np.zeros((tasks, regions), np.int64),
                                 np.zeros((tasks, regions), np.int64),
-                                np.empty(shape, dt), np.empty(shape, dt))
+                                np.empty(shape, dt), np.empty(shape, dt),
+                                np.zeros(shape, np.uint8))
         self._gs_scratch = None
         if self._calibration is not None:
             # Per frame: the ADC values, the pixel status, the estimate's labels, and the

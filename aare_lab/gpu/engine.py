@@ -290,6 +290,8 @@ class FrozenEngine:
                           else cp.asarray(self.labels, cp.int32))
         # [frame][pass][sums, counts][region], zeroed before every run of a chunk
         self.cm_acc = cp.zeros(c * 4 * R, cp.uint64)
+        # the frame's candidates between the estimate's passes (kernels/frozen.cu)
+        self.cm_candidates = cp.zeros(1 if self.labels is None else self.labels.size, cp.uint8)
         self.cm_out = [cp.zeros((c, R), dt) for _ in range(2)]
         self.cm_pixels = [cp.zeros((c, R), cp.int64) for _ in range(2)]
         if self.calibration is not None:
@@ -543,7 +545,8 @@ class FrozenEngine:
                 out_win, out_y, out_x, map_slot, maps,
                 edges, np.int32(n_bins), hist,
                 np.int32(pixel is not None), self.no_pixel_hist if pixel is None else pixel,
-                self.cm_labels, np.int32(self.n_regions), self.cm_acc, self.cm_out[slot],
+                self.cm_labels, np.int32(self.n_regions), self.cm_acc, self.cm_candidates,
+                self.cm_out[slot],
                 self.cm_pixels[slot], *calibration, meta.counted)
         self.kernel((self.n_bands, 1, 1), (self.threads, 1, 1), args, shared_mem=self.shared,
                     stream=self.compute, enable_cooperative_groups=True)
