@@ -10,8 +10,22 @@ set -uo pipefail
 what=${1:-all}; shift || true
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$repo/out}; mkdir -p "$out"
+# The carried wheels of packages the image lacks (the image's own are kept: its numpy,
+# numba and friends are built together), and always aare_lab's.
+missing=$(python3 - "$repo"/.whl/*.whl <<'PY'
+import sys
+from importlib.metadata import PackageNotFoundError, version
+for wheel in (w for w in sys.argv[1:] if "/aare_lab-" not in w):
+    name = wheel.rsplit("/", 1)[-1].split("-")[0]
+    try:
+        version(name)
+        print("have", name, file=sys.stderr)
+    except PackageNotFoundError:
+        print(wheel)
+PY
+)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site "$repo"/.whl/*.whl || exit 1
+    --target /tmp/site $missing "$repo"/.whl/aare_lab-*.whl || exit 1
 export PYTHONPATH=/tmp/site AARE_PYTHON_2026_9_30=$(command -v python3) PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
 (cd /tmp && python3 -c "import aare_lab, aare_lab.gpu.kernels as k; print('testing', aare_lab.__file__, 'kernels from', k.kernel_dir())")
