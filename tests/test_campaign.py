@@ -235,6 +235,34 @@ def test_a_dark_taken_with_the_beam_on_is_flagged(tmp_path):
     assert list(result["dark_ok"].to_numpy()) == [True, False]
 
 
+def test_runs_of_one_dark_train_it_once_per_worker_and_each_hears_its_warnings(
+        tmp_path, monkeypatch):
+    """Three runs of one beam-on dark on one worker: one training, each run's pedestal the
+    trained one, and each row names the dark's warning."""
+    from aare_lab.campaign import task
+
+    paths = write_runs(tmp_path, n_runs=3, n_frames=SPEC.n_pedestal)
+    np.save(tmp_path / "beam_on.npy", np.load(paths[0])[:SPEC.n_pedestal])
+    trainings = []
+    monkeypatch.setattr(task, "_TRAINED", {})
+    monkeypatch.setattr(task, "train_pedestal_for",
+                        lambda *args, **kw: trainings.append(1) or train_pedestal_for(*args, **kw))
+    out = tmp_path / "out"
+    result = Campaign([str(p) for p in paths], SPEC, dark=str(tmp_path / "beam_on.npy"),
+                      out=out).run(workers=1, processes=False, progress=False)
+    assert list(result["status"].to_numpy()) == ["done"] * 3, failed_runs(result)
+    assert len(trainings) == 1
+    rows = [json.loads((out / p.stem / "run.json").read_text()) for p in paths]
+    assert rows[0]["warnings"] and all(row["warnings"] == rows[0]["warnings"] for row in rows)
+    assert all(row["notes"] == rows[0]["notes"] for row in rows)
+    expected = train_pedestal_for(SPEC, str(tmp_path / "beam_on.npy"), SPEC.n_pedestal,
+                                  progress=False).state()
+    for path in paths:
+        saved = xr.load_dataset(out / path.stem / "pedestal.nc")
+        for name, value in expected.items():
+            np.testing.assert_array_equal(saved[name].to_numpy(), value, err_msg=name)
+
+
 def test_the_inputs_reach_the_workers_as_absolute_paths(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     campaign = Campaign(["data/a.h5:/entry/data"], SPEC, dark="darks/{run}.npy", out="out")
@@ -372,3 +400,23 @@ def test_the_cuda_finder_without_a_visible_gpu_is_refused(tmp_path, monkeypatch,
     with pytest.raises(ValueError, match="no GPU is visible here .*the cuda finder needs one: "
                                          ".*use the frozen finder"):
         campaign.run()
+
+
+def _malloc_trim():
+    return os.environ.get("MALLOC_TRIM_THRESHOLD_")
+
+
+@pytest.mark.parametrize("make", [lambda: cluster.local_cluster(1),
+                                  lambda: cluster.gpu_cluster(["0"])], ids=["local", "gpu"])
+def test_the_clusters_made_here_start_workers_without_dasks_malloc_trim(make, monkeypatch):
+    """dask's nannies set MALLOC_TRIM_THRESHOLD_ in their workers (runs 12 % slower); the
+    workers of a campaign's own cluster start without it, and dask's config is as before."""
+    import dask
+
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    before = dask.config.get("distributed.nanny.pre-spawn-environ")
+    assert before.get("MALLOC_TRIM_THRESHOLD_") is not None, "dask no longer sets it"
+    with make() as made, distributed.Client(made) as client:
+        seen = set(client.run(_malloc_trim).values())
+    assert seen == {None}
+    assert dask.config.get("distributed.nanny.pre-spawn-environ") == before

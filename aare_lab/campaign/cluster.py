@@ -14,6 +14,12 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
 GPU_VARIABLE = "CUDA_VISIBLE_DEVICES"
+#: dask's nannies start workers with ``MALLOC_TRIM_THRESHOLD_=65536`` (memory back to the
+#: system early, against fragmentation); glibc then maps every large array afresh, and a
+#: run's result buffers and chunk encodings fault in new pages each time: a run took 12 %
+#: longer on the CPU with it (docs/campaigns.md). The clusters made here start their
+#: workers without it; a cluster of one's own takes the same setting in its dask config.
+UNSET_MALLOC_TRIM = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 
 
 def visible_gpus() -> list[str]:
@@ -60,26 +66,32 @@ def gpu_cluster(gpus: list[str]):
     `dask_cuda.LocalCUDACluster` where dask-cuda is installed, else the same through
     `distributed` alone (a `distributed.SpecCluster` of nannies with that variable)."""
     require_gpus(gpus, "leave out --gpus, or run where the GPUs are")
-    try:
-        from dask_cuda import LocalCUDACluster
-    except ImportError:
-        from distributed import Nanny, Scheduler, SpecCluster
+    import dask
 
-        workers = {f"gpu-{gpu}": {"cls": Nanny, "options": {
-            "nthreads": 1, "name": f"gpu-{gpu}", "env": {GPU_VARIABLE: gpu}}} for gpu in gpus}
-        return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {
-            "dashboard_address": ":8787"}}, silence_logs=40)
-    return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(gpus), threads_per_worker=1)
+    with dask.config.set(UNSET_MALLOC_TRIM):
+        try:
+            from dask_cuda import LocalCUDACluster
+        except ImportError:
+            from distributed import Nanny, Scheduler, SpecCluster
+
+            workers = {f"gpu-{gpu}": {"cls": Nanny, "options": {
+                "nthreads": 1, "name": f"gpu-{gpu}", "env": {GPU_VARIABLE: gpu}}}
+                for gpu in gpus}
+            return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {
+                "dashboard_address": ":8787"}}, silence_logs=40)
+        return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(gpus), threads_per_worker=1)
 
 
 def local_cluster(workers: int | None = None, processes: bool = True):
     """A `distributed.LocalCluster` of ``workers`` one-thread workers (default: one per
     core); ``processes=False`` keeps them in this process (tests, notebooks)."""
+    import dask
     from distributed import LocalCluster
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return LocalCluster(n_workers=workers or cores or 1, threads_per_worker=1,
-                        processes=processes, silence_logs=40)
+    with dask.config.set(UNSET_MALLOC_TRIM):
+        return LocalCluster(n_workers=workers or cores or 1, threads_per_worker=1,
+                            processes=processes, silence_logs=40)
 
 
 @contextmanager
@@ -120,5 +132,5 @@ def dashboard(client) -> str:
     return f"dashboard {client.dashboard_link}"
 
 
-__all__ = ["GPU_VARIABLE", "connected", "dashboard", "gpu_cluster", "gpu_count",
+__all__ = ["GPU_VARIABLE", "UNSET_MALLOC_TRIM", "connected", "dashboard", "gpu_cluster", "gpu_count",
            "local_cluster", "require_gpus", "visible_gpus"]

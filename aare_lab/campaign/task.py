@@ -32,6 +32,7 @@ from aare_lab.model.results import counts_spectrum, truncated_frames
 from aare_lab.model.spec import FinderSpec
 from aare_lab.pipeline import check_frame_shapes, train_pedestal_for
 from aare_lab.sources import open_source
+from aare_lab.sources.files import fingerprint
 from aare_lab.storage.netcdf import write_netcdf
 
 from .bins import CampaignBins
@@ -140,7 +141,7 @@ def _find(run: Run, task: RunTask, attempt: Path) -> tuple[dict, xr.DataArray]:
     else:
         dark = open_source(run.dark)
         check_frame_shapes(dark, frames)
-        pedestal = train_pedestal_for(spec, dark, spec.n_pedestal or 1000, progress=False)
+        pedestal = trained_pedestal(spec, run.dark, dark)
     # As trained, before the data frames move it.
     pedestal.save(attempt / PEDESTAL)
     dark_ok = dark_is_ok(pedestal, spec.n_sigma)
@@ -161,6 +162,48 @@ def _find(run: Run, task: RunTask, attempt: Path) -> tuple[dict, xr.DataArray]:
     if task.peak is not None:
         row.update(fitted_peak(spectrum["energy"].to_numpy(), counts, task.peak))
     return row, spectrum
+
+
+#: Pedestals trained in this process, by `trained_pedestal`'s key: (the pedestal, the
+#: warnings its training gave). A worker's runs under one dark train the same pedestal.
+_TRAINED: dict = {}
+#: How many trained pedestals a process keeps (the most recent).
+TRAINED_KEPT = 2
+
+
+def trained_pedestal(spec: FinderSpec, source: str, dark) -> Pedestal:
+    """The pedestal ``spec`` trains from the dark frames ``dark`` (opened from ``source``):
+    trained once per process and dark, a copy for each run.
+
+    Training reads only the dark frames, in order, so every run of one dark starts from the
+    same state, bit for bit; the warnings of training are given again for each run, so that
+    every run's row says what its dark said. The key is the dark's fingerprint
+    (`aare_lab.sources.files.fingerprint`: names, sizes, times and sampled content), a dark
+    that cannot be fingerprinted is trained for every run.
+    """
+    print_ = fingerprint(source)
+    key = None if print_ is None else (print_, spec.n_pedestal, spec.pedestal_dtype,
+                                       spec.noise, spec.calibration is not None)
+    entry = _TRAINED.get(key)
+    if entry is None:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            entry = (train_pedestal_for(spec, dark, spec.n_pedestal or 1000, progress=False),
+                     caught)
+        if key is not None:
+            # Workers that are threads of one process share the cache: the entry is held
+            # here, whatever another thread evicts.
+            while len(_TRAINED) >= TRAINED_KEPT:
+                _TRAINED.pop(next(iter(_TRAINED)), None)
+            _TRAINED[key] = entry
+    pedestal, caught = entry
+    _rewarn(caught)
+    return pedestal.copy()
+
+
+def _rewarn(caught: list[warnings.WarningMessage]) -> None:
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def dark_is_ok(pedestal: Pedestal, n_sigma: float) -> bool:
