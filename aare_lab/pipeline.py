@@ -17,6 +17,7 @@ from aare_lab.finders import make_finder
 from aare_lab.model.spec import FinderSpec
 from aare_lab.sources import FrameSource, open_source, without_first
 from aare_lab.storage.destination import Destination
+from aare_lab.storage.result_store import DEFAULT_COMPRESSION
 
 
 def check_frame_shapes(dark: FrameSource, frames) -> None:
@@ -214,7 +215,7 @@ def find_clusters(frames, dark=None, *, pedestal: Pedestal | None = None,
                   window_dtype: str = "int32", common_mode=None, calibration=None,
                   branch_maps: bool | Iterable[int] | None = None, progress: bool = True,
                   out: str | PathLike | None = None, overwrite: bool = False,
-                  compression: str = "deflate", skip_first: int = 0,
+                  compression: str = DEFAULT_COMPRESSION, skip_first: int = 0,
                   **finder_options) -> xr.Dataset:
     """Train a pedestal on ``dark`` (or take ``pedestal``) and find clusters in ``frames``.
 

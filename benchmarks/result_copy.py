@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from records import git_commit, write_record  # noqa: E402
 
-from aare_lab import parallel, result_memory  # noqa: E402
+from aare_lab.runtime import parallel, result_memory  # noqa: E402
 from aare_lab.finders import _assembly  # noqa: E402
 from aare_lab.finders.base import ClusterBatch  # noqa: E402
 from aare_lab.model.params import parse_cluster_size  # noqa: E402

@@ -5,12 +5,14 @@ In one process, on the same simulated MÖNCH run (``--unique`` frames repeated t
 
 1. **the codecs**: every growing variable of the warm-up's result encoded as the writer
    could store it (deflate at ISA-L's levels 0-2 and zlib's 1, with and without HDF5's
-   byte shuffle), on one thread: the ratio and MB/s of each (`aare_lab.storage.chunk_codec`);
+   byte shuffle; integers also by HDF5's scale-offset filter), on one thread: the ratio and
+   MB/s of each (`aare_lab.storage.chunk_codec`, `aare_lab.storage.scale_offset`);
 2. **the disk's own rate**: the bytes of the uncompressed result written from memory in
    8 MiB blocks and fsync'd, as the writer's files are;
 3. **find() into memory**: the finder alone, the bound of every file written;
 4. **find(out=...)** for each ``--variants`` (compression and window dtype): frames/s,
-   bytes per frame, and the byte rate reached against the disk's.
+   bytes per frame, the byte rate reached against the disk's, and the frames/s against
+   the uncompressed file's in the same rounds (what the writer did before it encoded).
 
 Variants alternate over ``--repeats`` rounds, so that the host's drift falls on all of them
 alike. The JSON goes to ``benchmarks/results/``. On the GPU machine::
@@ -43,13 +45,10 @@ from find_to_disk import RepeatedSource  # noqa: E402
 from records import cpu_name, git_commit, write_record  # noqa: E402
 
 import aare_lab  # noqa: E402
-from aare_lab import (  # noqa: E402
-    Pedestal,
-    get_finder,
-    result_store,  # noqa: E402
-)
+from aare_lab import Pedestal, get_finder  # noqa: E402
 from aare_lab.runtime.parallel import pool_threads  # noqa: E402
 from aare_lab.simulate import Beam, Detector, Simulator  # noqa: E402
+from aare_lab.storage import result_store, scale_offset  # noqa: E402
 from aare_lab.storage.chunk_codec import DEFLATE_LIBRARY, shuffle  # noqa: E402
 from aare_lab.storage.result_store import CHUNK_BYTES, GROWING  # noqa: E402
 
@@ -91,6 +90,15 @@ def codec_table(result) -> list[dict]:
                              "shuffle": shuffled, "codec": codec,
                              "ratio": len(data) / len(encoded),
                              "mb_per_s_one_thread": len(data) / seconds / 1e6})
+        if values.dtype.kind == "i":
+            scale_offset.encode(chunk, 0)   # compiled for this dtype
+            t0 = time.perf_counter()
+            for _ in range(3):
+                encoded = scale_offset.encode(chunk, 0)
+            seconds = (time.perf_counter() - t0) / 3
+            rows.append({"variable": name, "dtype": str(values.dtype), "shuffle": False,
+                         "codec": "scaleoffset", "ratio": chunk.nbytes / len(encoded),
+                         "mb_per_s_one_thread": chunk.nbytes / seconds / 1e6})
     return rows
 
 
@@ -134,7 +142,8 @@ def main(argv=None):
     parser.add_argument("--unique", type=int, default=512)
     parser.add_argument("--cluster-size", default="3x3")
     parser.add_argument("--pedestal-dtype", default="float32")
-    parser.add_argument("--variants", default="none:int32,deflate:int32,deflate:int16",
+    parser.add_argument("--variants",
+                        default="none:int32,deflate:int32,scaleoffset:int32,scaleoffset:int16",
                         help="comma-separated compression:window_dtype pairs")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--dir", type=Path, default=None,
@@ -166,7 +175,7 @@ def main(argv=None):
     table = codec_table(warm)
     for row in table:
         print(f"  {row['variable']:>14} {row['dtype']:>7} shuffle={row['shuffle']:d} "
-              f"{row['codec']:>7}: ratio {row['ratio']:6.2f}, "
+              f"{row['codec']:>11}: ratio {row['ratio']:6.2f}, "
               f"{row['mb_per_s_one_thread']:6.0f} MB/s on one thread", flush=True)
     for v in variants:
         finder(v[1]).find(unique[:8], progress=False)   # compiled for each window dtype
@@ -238,6 +247,11 @@ def main(argv=None):
             "written_of_disk_rate": best(name, "mb_per_s_written") / disk,
             "frames_per_s_disk_bound": disk * 1e6 / min(
                 r["bytes_per_frame"] for r in runs if r["variant"] == name)}
+        if ("none", "int32") in variants:
+            ratios = [r["frames_per_s"] / u["frames_per_s"] for r in runs for u in runs
+                      if r["variant"] == name and u["variant"] == "none:int32"
+                      and u["round"] == r["round"]]
+            summary[name]["of_uncompressed_rate"] = {"min": min(ratios), "max": max(ratios)}
     record = {
         "benchmark": "result_write", "git_commit": git_commit(HERE.parent),
         "aare_lab_version": aare_lab.__version__, "deflate_library": DEFLATE_LIBRARY,
@@ -256,9 +270,11 @@ def main(argv=None):
         record["gpu"] = device_info()
     for name, s in summary.items():
         if isinstance(s, dict) and "bytes_per_frame" in s:
+            versus = s.get("of_uncompressed_rate")
             print(f"{name}: {s['frames_per_s']['min']:.0f}-{s['frames_per_s']['max']:.0f} "
-                  f"frames/s ({s['of_memory_rate']:.0%} of in memory), "
-                  f"{s['bytes_per_frame'] / 1e3:.1f} kB/frame, writes at "
+                  f"frames/s ({s['of_memory_rate']:.0%} of in memory"
+                  + (f", {versus['min']:.2f}-{versus['max']:.2f}x uncompressed" if versus
+                     else "") + f"), {s['bytes_per_frame'] / 1e3:.1f} kB/frame, writes at "
                   f"{s['written_of_disk_rate']:.0%} of the disk's {disk:.0f} MB/s")
     write_record(record, args.out)
 

@@ -13,7 +13,7 @@ from aare_lab.model.results import truncated_frames
 from aare_lab.pipeline import check_frame_shapes, train_pedestal_for
 from aare_lab.sources import open_source, split_dark, without_first
 from aare_lab.storage.destination import Destination
-from aare_lab.storage.result_store import COMPRESSIONS
+from aare_lab.storage.result_store import COMPRESSIONS, DEFAULT_COMPRESSION
 
 from .options import (
     UsageError,
@@ -58,10 +58,12 @@ def register(subparsers) -> None:
     parser.add_argument("--out", required=True, type=Path,
                         help="result file (.nc), written as <name>.partial.nc until the run "
                              "ends; never one of the inputs")
-    parser.add_argument("--compression", choices=COMPRESSIONS, default="deflate",
-                        help="how --out stores the clusters: deflate (default; HDF5's "
-                             "standard shuffle and deflate filters, read by every netCDF4 "
-                             "reader, about a third of the bytes) or none")
+    parser.add_argument("--compression", choices=COMPRESSIONS, default=DEFAULT_COMPRESSION,
+                        help="how --out stores the clusters: scaleoffset (default; windows "
+                             "packed by HDF5's scale-offset filter, the rest deflated, read "
+                             "by every reader built on the HDF5 library, about a quarter of "
+                             "the bytes), deflate (HDF5's shuffle and deflate only, for "
+                             "readers without scale-offset such as netCDF-Java) or none")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing --out (and --save-pedestal) once the new "
                              "one is complete; a reader holding the old file keeps it")

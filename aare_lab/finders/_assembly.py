@@ -31,7 +31,7 @@ from aare_lab.model.results import copy_window_energies, window_energies
 from aare_lab.runtime import result_memory
 from aare_lab.runtime.parallel import parallel_copy, parallel_ranges
 from aare_lab.runtime.repeat import fill_runs, repeat
-from aare_lab.storage.result_store import ResultWriter
+from aare_lab.storage.result_store import DEFAULT_COMPRESSION, ResultWriter
 
 #: Fields of a `ClusterBatch` with a row per kept cluster, and per branch map; every other
 #: field (not None) has a row per frame.
@@ -216,7 +216,7 @@ class FileSink:
     """
 
     def __init__(self, out, empty, make: Callable[..., xr.Dataset], want: bool | set[int], *,
-                 overwrite: bool = False, compression: str = "deflate",
+                 overwrite: bool = False, compression: str = DEFAULT_COMPRESSION,
                  frames_expected: int | None = None,
                  frame_variables: Mapping[str, np.dtype] | None = None):
         self._want = want

@@ -36,7 +36,7 @@ from aare_lab.runtime.repeat import repeat, run_ends
 from aare_lab.sources import FrameSource, open_source
 from aare_lab.sources.files import input_record
 from aare_lab.storage.destination import Destination
-from aare_lab.storage.result_store import open_result
+from aare_lab.storage.result_store import DEFAULT_COMPRESSION, open_result
 
 from ._assembly import FileSink, MemorySink, RunTally
 from ._common_mode import ROWS_PER_TASK
@@ -246,7 +246,7 @@ class Finder(ABC):
     def find(self, frames, frame_numbers: Iterable[int] | None = None, *,
              branch_maps: bool | Iterable[int] | None = None,
              progress: bool = True, out: str | os.PathLike | Destination | None = None,
-             overwrite: bool = False, compression: str = "deflate") -> xr.Dataset:
+             overwrite: bool = False, compression: str = DEFAULT_COMPRESSION) -> xr.Dataset:
         """Find clusters in ``frames`` and return the result Dataset.
 
         Parameters
@@ -267,9 +267,12 @@ class Finder(ABC):
         overwrite
             Whether an existing file at ``out`` may be replaced (once the new one is whole).
         compression
-            How ``out`` stores its growing variables: ``"deflate"`` (HDF5's shuffle and
-            deflate filters, which every netCDF4 reader decodes; about a third of the
-            bytes) or ``"none"`` (`aare_lab.storage.result_store.COMPRESSIONS`).
+            How ``out`` stores its growing variables: ``"scaleoffset"`` (integer windows
+            packed by HDF5's scale-offset filter, the rest shuffled and deflated; about a
+            quarter of the bytes, decoded by every reader built on the HDF5 library),
+            ``"deflate"`` (HDF5's shuffle and deflate filters only, for readers that lack
+            scale-offset, such as netCDF-Java) or ``"none"``
+            (`aare_lab.storage.result_store.COMPRESSIONS`).
 
         Returns
         -------

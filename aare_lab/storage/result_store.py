@@ -16,11 +16,14 @@ leaves ``<stem>.partial.nc`` with every frame appended before (none cut in half)
 marked ``complete = 0``; a full disk or a failed write raises `ResultWriteError`, which
 says how many frames were saved and how much space the run needs.
 
-What makes it fast and small (`aare_lab.storage.chunk_codec`): each growing variable is stored in
-chunks of about `CHUNK_BYTES` with HDF5's standard shuffle and deflate filters, encoded on a
-pool of threads and written as they fill, while the finder goes on; the windows of a MÖNCH
-frame take about 3x fewer bytes than raw, frame numbers and energies 10-200x fewer
-(benchmarks/result_write.py). Two attributes say how far the run got: ``complete`` (0 while
+What makes it fast and small: each growing variable is stored in chunks of about
+`CHUNK_BYTES` with HDF5's built-in filters, encoded on a pool of threads and written as they
+fill, while the finder goes on. By default (``"scaleoffset"``) integer windows are packed
+by HDF5's scale-offset filter (`aare_lab.storage.scale_offset`: about 3x fewer bytes than
+raw for a MÖNCH frame's windows, at several times deflate's speed), and the other columns
+shuffled and deflated (`aare_lab.storage.chunk_codec`: frame numbers and energies 10-200x
+fewer bytes); ``"deflate"`` deflates the windows too, for readers that do not use the HDF5
+library (benchmarks/result_write.py). Two attributes say how far the run got: ``complete`` (0 while
 the run goes and after it stopped early, 1 once it ended) and ``frames_written``;
 `open_result` drops them, so what it gives equals what ``find`` returns in memory.
 """
@@ -28,13 +31,15 @@ the run goes and after it stopped early, 1 once it ended) and ``frames_written``
 from __future__ import annotations
 
 import collections
+import contextlib
 import errno
 import os
 import threading
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from functools import partial
 from pathlib import Path
 from typing import Self
 
@@ -44,7 +49,7 @@ import numpy as np
 import xarray as xr
 
 from aare_lab.runtime.parallel import pool_threads
-from aare_lab.storage import chunk_codec
+from aare_lab.storage import chunk_codec, scale_offset
 from aare_lab.storage.atomic import fsync_path, move_into_place
 from aare_lab.storage.destination import Destination, claim, free_bytes, human_bytes, partial_path
 from aare_lab.storage.netcdf import NETCDF_ENGINE
@@ -55,13 +60,26 @@ GROWING = ("cluster", "frame", "branch_frame")
 STATE_ATTRS = ("complete", "frames_written")
 #: About this many bytes per HDF5 chunk of a growing variable (before encoding).
 CHUNK_BYTES = 1 << 20
-#: The encodings a result file may have: HDF5's shuffle and deflate filters (readable by
-#: every netCDF4 reader), or none (the raw values, in whole chunks: a result of a few
-#: clusters then takes a megabyte per variable).
-COMPRESSIONS = ("deflate", "none")
+#: The encodings a result file may have: ``"scaleoffset"``, integer windows packed by
+#: HDF5's scale-offset filter and the other columns shuffled and deflated (decoded by every
+#: reader built on the HDF5 library); ``"deflate"``, every variable shuffled or not and
+#: deflated (decoded by any netCDF4 reader, netCDF-Java included); ``"none"``, the raw values
+#: in whole chunks (a result of a few clusters then takes a megabyte per variable).
+COMPRESSIONS = ("scaleoffset", "deflate", "none")
+#: The encoding chosen by measurement (docs/results.md).
+DEFAULT_COMPRESSION = "scaleoffset"
+#: The variables that ``"scaleoffset"`` packs (when integer): a cluster's taps spread over a
+#: few thousand ADU, which deflate shrinks no better at a fraction of the speed; the other
+#: columns repeat and deflate 3-900x.
+PACKED_VARIABLES = ("window",)
 #: Seconds between two checkpoints of a long run: the file on disk then holds every frame
 #: appended, so that even a killed process leaves a readable partial file.
 CHECKPOINT_SECONDS = 10.0
+
+
+def _deflated(chunk: np.ndarray, padded: bool, shuffled: bool) -> tuple[bytes, int]:
+    """A chunk of a deflated variable, and its filter mask (every filter applied)."""
+    return chunk_codec.encode(chunk, shuffled), 0
 
 
 def interrupted(error: BaseException | None) -> bool:
@@ -74,6 +92,16 @@ def interrupted(error: BaseException | None) -> bool:
         seen.add(id(error))
         error = error.__cause__ or error.__context__
     return False
+
+
+@contextlib.contextmanager
+def _quiet_netcdf_features():
+    """Silence h5netcdf's warning, at each flush, that a .nc file holds features
+    netCDF-C cannot create (the scale-offset filter): the docs say what reads it."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "You are writing invalid netcdf features",
+                                UserWarning)
+        yield
 
 
 class IncompleteResultWarning(UserWarning):
@@ -117,9 +145,10 @@ class _Column:
     """One growing variable: its dataset, and the chunk being filled in memory."""
 
     def __init__(self, name: str, dim: str, dataset: h5py.Dataset, chunk_rows: int,
-                 shuffled: bool):
+                 encoder: Callable[[np.ndarray, bool], tuple[bytes | np.ndarray, int]] | None):
         self.name, self.dim, self.dataset = name, dim, dataset
-        self.chunk_rows, self.shuffled = chunk_rows, shuffled
+        #: Encodes a chunk (``padded`` or not) into its bytes and filter mask.
+        self.chunk_rows, self.encoder = chunk_rows, encoder
         self.row_shape, self.dtype = dataset.shape[1:], dataset.dtype
         #: Chunk buffers whose contents reached the file (encoded, or written raw): reused,
         #: since fresh memory costs a page fault per page at first touch.
@@ -192,7 +221,7 @@ class ResultWriter:
         Whether an existing result at ``out`` may be replaced (with a path; a
         `Destination` was asked when it was claimed).
     compression
-        ``"deflate"`` (default) or ``"none"`` (`COMPRESSIONS`).
+        ``"scaleoffset"`` (default), ``"deflate"`` or ``"none"`` (`COMPRESSIONS`).
     frames_expected
         The frames the run will append, when known: once the first chunks are encoded,
         a run that would not fit on the disk stops before it fills it.
@@ -206,13 +235,14 @@ class ResultWriter:
     """
 
     def __init__(self, out: str | os.PathLike | Destination, template: xr.Dataset, *,
-                 overwrite: bool = False, compression: str = "deflate",
+                 overwrite: bool = False, compression: str = DEFAULT_COMPRESSION,
                  frames_expected: int | None = None):
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression must be one of {COMPRESSIONS}, got {compression!r}")
         self._destination, self._owns_destination = claim(out, overwrite)
         self.path, self.partial = self._destination.path, self._destination.partial
-        self._compressed = compression == "deflate"
+        self._compression = compression
+        self._compressed = compression != "none"
         self._frames_expected = frames_expected
         self._sizes = {dim: 0 for dim in GROWING if dim in template.sizes}
         self._extent = dict(self._sizes)
@@ -237,9 +267,14 @@ class ResultWriter:
             # An earlier run's partial file: a reader holding it keeps its copy.
             self.partial.unlink(missing_ok=True)
             self._h5 = h5py.File(self.partial, "w-", track_order=True)
-            self._file = h5netcdf.File(self._h5, "w")
+            # h5netcdf refuses HDF5 filters that netCDF-C cannot create (netCDF-C reads
+            # them: tests/test_result_store.py) unless told, and then leaves out the
+            # _NCProperties attribute of files netCDF-C made.
+            self._file = h5netcdf.File(self._h5, "w",
+                                       invalid_netcdf=compression == "scaleoffset")
             self._columns = self._create(template)
-            self._file.flush()
+            with _quiet_netcdf_features():
+                self._file.flush()
             self._h5.flush()
         except BaseException as err:
             self._close_files()
@@ -273,15 +308,29 @@ class ResultWriter:
                 continue
             row = var.dtype.itemsize * int(np.prod(var.shape[1:], dtype=np.int64))
             rows = max(1, CHUNK_BYTES // max(row, 1))
+            packed = (self._compression == "scaleoffset" and name in PACKED_VARIABLES
+                      and var.dtype.kind == "i")
             # Windows gain nothing from the shuffle (their bytes vary alike); the other
             # columns (coordinates, counts, energies) shrink several times more with it.
-            shuffled = self._compressed and var.ndim == 1
-            filters = dict(compression="gzip", compression_opts=chunk_codec.HDF5_DEFLATE_LEVEL,
-                           shuffle=shuffled) if self._compressed else {}
+            shuffled = var.ndim == 1
+            if not self._compressed:
+                filters = {}
+            elif packed:
+                filters = chunk_codec.PACKED_FILTERS
+            else:
+                filters = dict(compression="gzip", shuffle=shuffled,
+                               compression_opts=chunk_codec.HDF5_DEFLATE_LEVEL)
             out = f.create_variable(name, var.dims, var.dtype, chunks=(rows, *var.shape[1:]),
                                     **filters)
             out.attrs.update(var.attrs)
-            columns[name] = _Column(name, var.dims[0], out._h5ds, rows, shuffled)
+            if not self._compressed:
+                encoder = None
+            elif packed:
+                encoder = partial(chunk_codec.encode_packed,
+                                  fill=scale_offset.fill_value(out._h5ds))
+            else:
+                encoder = partial(_deflated, shuffled=shuffled)
+            columns[name] = _Column(name, var.dims[0], out._h5ds, rows, encoder)
         f.attrs.update(template.attrs)
         f.attrs.update(complete=0, frames_written=0)
         return columns
@@ -382,7 +431,7 @@ class ResultWriter:
         buffers go back to the column once they are no longer read. Returns the encoding's
         future (None uncompressed)."""
         reuse = owned and not tail
-        encoded = self._encoders.submit(self._encode, column, buffer, reuse) \
+        encoded = self._encoders.submit(self._encode, column, buffer, reuse, bool(tail)) \
             if self._compressed else None
         self._pending.append(self._writer.submit(self._write_chunk, column, chunk, buffer,
                                                  encoded, tail, reuse))
@@ -397,21 +446,22 @@ class ResultWriter:
         with self._clock:
             self.seconds[what] += time.perf_counter() - t0
 
-    def _encode(self, column: _Column, buffer: np.ndarray, reuse: bool) -> bytes:
+    def _encode(self, column: _Column, buffer: np.ndarray, reuse: bool,
+                padded: bool) -> tuple[bytes | np.ndarray, int]:
         t0 = time.perf_counter()
-        data = chunk_codec.encode(buffer, column.shuffled)
+        encoded = column.encoder(buffer, padded)
         if reuse:
             column.free.append(buffer)
         self._count("encoding (all threads)", t0)
-        return data
+        return encoded
 
     def _write_chunk(self, column: _Column, chunk: int, buffer: np.ndarray,
                      encoded: Future | None, tail: int, reuse: bool):
         t0 = time.perf_counter()
         try:
-            data = buffer if encoded is None else encoded.result()
+            data, mask = (buffer, 0) if encoded is None else encoded.result()
             t0 = time.perf_counter()
-            column.dataset.id.write_direct_chunk(column.offset(chunk), data)
+            column.dataset.id.write_direct_chunk(column.offset(chunk), data, mask)
         except Exception as err:
             return column, chunk, tail, err
         finally:
@@ -594,7 +644,8 @@ class ResultWriter:
         try:
             if self._file is not None:
                 file, self._file = self._file, None
-                file.close()
+                with _quiet_netcdf_features():
+                    file.close()
         except OSError:
             if self._failure is None:
                 raise
@@ -676,5 +727,5 @@ def open_result(path: str | os.PathLike) -> xr.Dataset:
     return ds
 
 
-__all__ = ["COMPRESSIONS", "IncompleteResultWarning", "ResultWriteError", "ResultWriter",
+__all__ = ["COMPRESSIONS", "DEFAULT_COMPRESSION", "IncompleteResultWarning", "ResultWriteError", "ResultWriter",
            "interrupted", "open_result"]
