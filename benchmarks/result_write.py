@@ -9,7 +9,9 @@ In one process, on the same simulated MÖNCH run (``--unique`` frames repeated t
    MB/s of each (`aare_lab.storage.chunk_codec`, `aare_lab.storage.scale_offset`);
 2. **the disk's own rate**: the bytes of the uncompressed result written from memory in
    8 MiB blocks and fsync'd, as the writer's files are;
-3. **find() into memory**: the finder alone, the bound of every file written;
+3. **find() into memory**: the finder alone, the bound of every file written; and **the
+   writer alone**: the warm-up's result appended again and again to a file of each
+   ``--variants`` (no finder running), the bound the writer sets on this host;
 4. **find(out=...)** for each ``--variants`` (compression and window dtype): frames/s,
    bytes per frame, the byte rate reached against the disk's, and the frames/s against
    the uncompressed file's in the same rounds (what the writer did before it encoded).
@@ -117,6 +119,28 @@ def disk_rate(folder: Path, nbytes: int) -> dict:
     return {"bytes": written, "seconds": seconds, "mb_per_s": written / seconds / 1e6}
 
 
+def writer_alone(result, path: Path, frames: int, compression: str, window_dtype: str) -> dict:
+    """Append ``result``'s growing variables to ``path`` until it holds ``frames`` frames,
+    with no finder running: the writer's own rate (fsync and rename included)."""
+    growing = [name for name, var in result.variables.items()
+               if var.dims and var.dims[0] in GROWING]
+    result = result.assign(window=result["window"].astype(window_dtype))
+    template = result.isel({dim: slice(0, 0) for dim in GROWING if dim in result.dims})
+    columns = {name: result[name].values for name in growing}
+    per_append = result.sizes["frame"]
+    t0 = time.perf_counter()
+    with result_store.ResultWriter(path, template, compression=compression) as writer:
+        for _ in range(max(1, frames // per_append)):
+            writer.append(columns)
+    seconds = time.perf_counter() - t0
+    written = writer.frames_written
+    size = path.stat().st_size
+    path.unlink()
+    return {"variant": f"writer alone {compression}:{window_dtype}", "seconds": seconds,
+            "frames_per_s": written / seconds, "bytes_per_frame": size / written,
+            "mb_per_s_written": size / seconds / 1e6}
+
+
 #: The time accounts (`ResultWriter.seconds`) of the writers closed, in order.
 ACCOUNTS: list[dict] = []
 
@@ -179,7 +203,6 @@ def main(argv=None):
               f"{row['mb_per_s_one_thread']:6.0f} MB/s on one thread", flush=True)
     for v in variants:
         finder(v[1]).find(unique[:8], progress=False)   # compiled for each window dtype
-    del warm
 
     folder = Path(tempfile.mkdtemp(dir=args.dir, prefix="result_write_"))
     expected = raw_per_frame * args.frames
@@ -202,6 +225,13 @@ def main(argv=None):
                          "clusters": int(result.sizes["cluster"])})
             del result
             print(f"  in memory: {runs[-1]['frames_per_s']:.0f} frames/s", flush=True)
+            for compression, window_dtype in variants:
+                runs.append({"round": round_, **writer_alone(
+                    warm, folder / "alone.nc", args.frames, compression, window_dtype)})
+                r = runs[-1]
+                print(f"  {r['variant']}: {r['frames_per_s']:7.0f} frames/s, "
+                      f"{r['bytes_per_frame'] / 1e3:6.1f} kB/frame, "
+                      f"{r['mb_per_s_written']:5.0f} MB/s written", flush=True)
             for compression, window_dtype in variants:
                 path = folder / f"{compression}_{window_dtype}.nc"
                 t0 = time.perf_counter()
@@ -236,7 +266,12 @@ def main(argv=None):
     disk = max(d["mb_per_s"] for d in disks)
     summary = {"disk_mb_per_s": {"min": min(d["mb_per_s"] for d in disks), "max": disk},
                "memory_frames_per_s": best("memory"),
-               "raw_bytes_per_frame": raw_per_frame}
+               "raw_bytes_per_frame": raw_per_frame,
+               "writer_alone_frames_per_s": {
+                   ":".join(v): {"min": min(r["frames_per_s"] for r in runs
+                                            if r["variant"] == "writer alone " + ":".join(v)),
+                                 "max": best("writer alone " + ":".join(v))}
+                   for v in variants}}
     for v in variants:
         name = ":".join(v)
         fps = [r["frames_per_s"] for r in runs if r["variant"] == name]
