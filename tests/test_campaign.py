@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import h5py
@@ -420,3 +421,36 @@ def test_the_clusters_made_here_start_workers_without_dasks_malloc_trim(make, mo
         seen = set(client.run(_malloc_trim).values())
     assert seen == {None}
     assert dask.config.get("distributed.nanny.pre-spawn-environ") == before
+
+
+@pytest.mark.parametrize("make", ["local_cluster(1)", "gpu_cluster(['0'])"])
+def test_a_cluster_made_first_in_a_fresh_process_keeps_dasks_config(make):
+    """In a process that has not imported distributed yet (a script's first campaign), the
+    cluster starts, a client connects and dask's distributed settings are all still there."""
+    script = textwrap.dedent(f"""
+        import sys
+        sys.modules["dask_cuda"] = None
+        import dask
+        from aare_lab.campaign.cluster import gpu_cluster, local_cluster
+        with {make} as made:
+            from distributed import Client
+            with Client(made) as client:
+                print(len(client.scheduler_info()["workers"]))
+        print(dask.config.get("distributed.comm.timeouts.connect"))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["1", "30s"]
+
+
+def test_a_single_gpus_worker_may_use_the_hosts_memory(monkeypatch):
+    """dask's default gives a one-thread worker one core's share of memory (8 GiB of a
+    16-core 128 GiB host), too little for a GPU run's host buffers: the worker was paused and
+    restarted mid-campaign. The GPUs' workers share the host's memory instead."""
+    from distributed.system import MEMORY_LIMIT
+
+    monkeypatch.setitem(sys.modules, "dask_cuda", None)
+    with cluster.gpu_cluster(["0"]) as made, distributed.Client(made) as client:
+        limits = [info["memory_limit"] for info in client.scheduler_info()["workers"].values()]
+    assert limits == [MEMORY_LIMIT]

@@ -67,16 +67,20 @@ def gpu_cluster(gpus: list[str]):
     `distributed` alone (a `distributed.SpecCluster` of nannies with that variable)."""
     require_gpus(gpus, "leave out --gpus, or run where the GPUs are")
     import dask
+    # Imported before the setting: distributed adds its defaults to dask's config on first
+    # import, and a setting made before them would take them all away on leaving.
+    from distributed import Nanny, Scheduler, SpecCluster
 
     with dask.config.set(UNSET_MALLOC_TRIM):
         try:
             from dask_cuda import LocalCUDACluster
         except ImportError:
-            from distributed import Nanny, Scheduler, SpecCluster
-
+            # The host's memory shared by the GPUs' workers, as dask-cuda shares it: dask's
+            # default (a core's share, 8 GiB of a 16-core 128 GiB host) paused a GPU run's
+            # worker and then restarted it mid-campaign.
             workers = {f"gpu-{gpu}": {"cls": Nanny, "options": {
-                "nthreads": 1, "name": f"gpu-{gpu}", "env": {GPU_VARIABLE: gpu}}}
-                for gpu in gpus}
+                "nthreads": 1, "name": f"gpu-{gpu}", "env": {GPU_VARIABLE: gpu},
+                "memory_limit": 1 / len(gpus)}} for gpu in gpus}
             return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {
                 "dashboard_address": ":8787"}}, silence_logs=40)
         return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(gpus), threads_per_worker=1)
