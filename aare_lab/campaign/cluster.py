@@ -22,6 +22,17 @@ GPU_VARIABLE = "CUDA_VISIBLE_DEVICES"
 UNSET_MALLOC_TRIM = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 
 
+def _workers_without_malloc_trim():
+    """dask's config with `UNSET_MALLOC_TRIM`, for the workers started inside it."""
+    import dask
+    # Imported first: distributed adds its defaults to dask's config on its first import,
+    # and a setting made before them takes them all away on leaving (KeyError 'distributed'
+    # in every later dask call).
+    import distributed  # noqa: F401
+
+    return dask.config.set(UNSET_MALLOC_TRIM)
+
+
 def visible_gpus() -> list[str]:
     """The GPUs this process may use, as ``CUDA_VISIBLE_DEVICES`` names them (its entries,
     else ``0 .. n - 1`` for the `gpu_count` devices)."""
@@ -66,12 +77,9 @@ def gpu_cluster(gpus: list[str]):
     `dask_cuda.LocalCUDACluster` where dask-cuda is installed, else the same through
     `distributed` alone (a `distributed.SpecCluster` of nannies with that variable)."""
     require_gpus(gpus, "leave out --gpus, or run where the GPUs are")
-    import dask
-    # Imported before the setting: distributed adds its defaults to dask's config on first
-    # import, and a setting made before them would take them all away on leaving.
     from distributed import Nanny, Scheduler, SpecCluster
 
-    with dask.config.set(UNSET_MALLOC_TRIM):
+    with _workers_without_malloc_trim():
         try:
             from dask_cuda import LocalCUDACluster
         except ImportError:
@@ -89,11 +97,10 @@ def gpu_cluster(gpus: list[str]):
 def local_cluster(workers: int | None = None, processes: bool = True):
     """A `distributed.LocalCluster` of ``workers`` one-thread workers (default: one per
     core); ``processes=False`` keeps them in this process (tests, notebooks)."""
-    import dask
     from distributed import LocalCluster
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    with dask.config.set(UNSET_MALLOC_TRIM):
+    with _workers_without_malloc_trim():
         return LocalCluster(n_workers=workers or cores or 1, threads_per_worker=1,
                             processes=processes, silence_logs=40)
 
