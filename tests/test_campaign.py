@@ -31,10 +31,11 @@ from test_sources import write_raw
 
 from aare_lab.campaign import Campaign, DarkPerRun, Run, SavedPedestals, failed_runs, runs_table
 from aare_lab.campaign import cluster
-from aare_lab.campaign.bins import CampaignBins
+from aare_lab.campaign.bins import CampaignBins, RunningCount
 from aare_lab.campaign.darks import with_darks
 from aare_lab.campaign.manifest import MANIFEST
 from aare_lab.campaign.task import publish
+from aare_lab.model.results import truncated_frames
 from aare_lab.pipeline import train_pedestal_for
 from aare_lab.sources.files import fingerprint
 
@@ -454,3 +455,43 @@ def test_a_single_gpus_worker_may_use_the_hosts_memory(monkeypatch):
     with cluster.gpu_cluster(["0"]) as made, distributed.Client(made) as client:
         limits = [info["memory_limit"] for info in client.scheduler_info()["workers"].values()]
     assert limits == [MEMORY_LIMIT]
+
+
+@pytest.mark.parametrize("bins", [CampaignBins("ADU"), CampaignBins("ADU", width=3),
+                                  CampaignBins("keV"),
+                                  CampaignBins("ADU", edges=(0.0, 10.0, 100.0, 1000.0))])
+def test_a_runs_spectrum_counted_chunk_by_chunk_is_one_histogram(bins):
+    rng = np.random.default_rng(5)
+    # Energies on edges (of the lattice and of the fixed bins), beyond both ends, a chunk
+    # with nothing, chunks far below and above the others.
+    energies = np.r_[rng.normal(500, 300, 5000), np.arange(-6, 6) - 0.5, 0.0, 100.0, 1000.0]
+    chunks = [*np.array_split(energies, 9), np.zeros(0), np.array([-3000.0]),
+              np.array([9000.0])]
+    counted = RunningCount(bins)
+    for chunk in chunks:
+        counted.add(chunk)
+    edges, counts, underflow, overflow = counted.result()
+    everything = np.concatenate(chunks)
+    np.testing.assert_array_equal(counts, np.histogram(everything, edges)[0])
+    assert (underflow, overflow) == (np.sum(everything < edges[0]),
+                                     np.sum(everything > edges[-1]))
+    if bins.edges is None:
+        assert underflow == overflow == 0 and edges[0] <= -3000 < 9000 < edges[-1]
+        assert np.allclose(np.diff(edges), bins.width)
+    else:
+        np.testing.assert_array_equal(edges, bins.edges)
+        assert underflow > 0 and overflow > 0
+    assert RunningCount(bins).result()[1].sum() == 0
+
+
+def test_the_table_counts_the_truncated_frames_of_each_run(tmp_path):
+    paths = write_runs(tmp_path, n_runs=2)
+    spec = SPEC.replace(max_clusters_per_frame=3)
+    with pytest.warns(UserWarning):
+        result = Campaign([str(p) for p in paths], spec, dark=str(tmp_path / "dark.npy"),
+                          out=tmp_path / "out").run(workers=1, processes=False,
+                                                    progress=False)
+        serial = serial_loop(paths, tmp_path / "dark.npy", spec)
+    expected = [len(truncated_frames(s)) for s in serial]
+    assert min(expected) > 0
+    assert list(result["truncated_frames"].to_numpy()) == expected

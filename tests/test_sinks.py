@@ -126,3 +126,23 @@ def test_taps_of_windows_larger_than_the_finders_are_counted_without_wrapping():
     windows[1] = -32768
     windows[2, 0, 0] = 0
     np.testing.assert_array_equal(clipped_taps(windows, np.array([2, 0, 1])), [578, 0, 288])
+
+
+@pytest.mark.parametrize("to_file", [False, True])
+def test_on_batch_sees_every_chunk_with_the_energies_the_result_holds(run, tmp_path, to_file):
+    ped, frames = run
+    seen = []
+
+    def look(batch, energies):
+        # Copies: the arrays are valid during the call only.
+        seen.append((batch.frame_numbers.copy(), batch.n_found.copy(), energies.copy()))
+
+    finder = FrozenFinder(ped.copy(), 5.0, 3, chunk_frames=7, max_clusters_per_frame=2)
+    out = tmp_path / "run.nc" if to_file else None
+    with pytest.warns(UserWarning, match="truncated"):
+        result = finder.find(frames, progress=False, out=out, on_batch=look)
+    with result:
+        assert [len(numbers) for numbers, _, _ in seen] == [7, 7, 7, 3]
+        for k, name in enumerate(("frame", "n_found", "energy")):
+            np.testing.assert_array_equal(np.concatenate([s[k] for s in seen]),
+                                          result[name].to_numpy(), err_msg=name)

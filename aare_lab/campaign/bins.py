@@ -83,4 +83,50 @@ class CampaignBins:
         return (edges, *count(energies, edges))
 
 
-__all__ = ["CampaignBins", "DEFAULT_WIDTH"]
+class RunningCount:
+    """A run's spectrum counted chunk by chunk on `CampaignBins`, equal to
+    `CampaignBins.count` of all its energies at once.
+
+    Each chunk is counted on the lattice's part its energies reach and added by lattice
+    number, as the runs of a campaign add (`aare_lab.campaign.combine`); with fixed edges,
+    every chunk is counted on them and the under- and overflows add.
+    """
+
+    def __init__(self, bins: CampaignBins):
+        self._bins = bins
+        self._first: int | None = None
+        self._counts = np.zeros(0, np.int64)
+        self._outside = [0, 0]
+
+    def add(self, energies: np.ndarray) -> None:
+        """Count one chunk's energies."""
+        if len(energies) == 0:
+            return
+        edges = self._bins.edges_for(energies)
+        counts, underflow, overflow = count(energies, edges)
+        self._outside[0] += underflow
+        self._outside[1] += overflow
+        at = self._bins.index(edges) if self._bins.edges is None else 0
+        if self._first is None:
+            self._first, self._counts = at, counts
+            return
+        first = min(self._first, at)
+        stop = max(self._first + len(self._counts), at + len(counts))
+        if (first, stop) != (self._first, self._first + len(self._counts)):
+            grown = np.zeros(stop - first, np.int64)
+            grown[self._first - first:self._first - first + len(self._counts)] = self._counts
+            self._first, self._counts = first, grown
+        self._counts[at - first:at - first + len(counts)] += counts
+
+    def result(self) -> tuple[np.ndarray, np.ndarray, int, int]:
+        """The edges, counts, underflow and overflow, as `CampaignBins.count` gives them."""
+        if self._first is None:
+            return self._bins.count(np.zeros(0))
+        if self._bins.edges is not None:
+            edges = np.asarray(self._bins.edges)
+        else:
+            edges = self._bins.lattice(self._first, self._first + len(self._counts))
+        return edges, self._counts.copy(), *self._outside
+
+
+__all__ = ["CampaignBins", "DEFAULT_WIDTH", "RunningCount"]

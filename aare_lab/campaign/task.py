@@ -18,6 +18,7 @@ import socket
 import time
 import uuid
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,14 +29,14 @@ from aare_lab.analysis.fit import fit_peak
 from aare_lab.detector.dark.quality import assess_dark
 from aare_lab.detector.pedestal import Pedestal
 from aare_lab.finders import make_finder
-from aare_lab.model.results import counts_spectrum, truncated_frames
+from aare_lab.model.results import counts_spectrum
 from aare_lab.model.spec import FinderSpec
 from aare_lab.pipeline import check_frame_shapes, train_pedestal_for
 from aare_lab.sources import open_source
 from aare_lab.sources.files import fingerprint
 from aare_lab.storage.netcdf import write_netcdf
 
-from .bins import CampaignBins
+from .bins import CampaignBins, RunningCount
 from .manifest import RUN_FILE
 from .runs import Run
 
@@ -142,20 +143,32 @@ def _find(run: Run, task: RunTask, attempt: Path) -> tuple[dict, xr.DataArray]:
         dark = open_source(run.dark)
         check_frame_shapes(dark, frames)
         pedestal = trained_pedestal(spec, run.dark, dark)
-    # As trained, before the data frames move it.
-    pedestal.save(attempt / PEDESTAL)
     dark_ok = dark_is_ok(pedestal, spec.n_sigma)
     finder = make_finder(spec, pedestal, **dict(task.finder_options))
-    with finder.find(frames, progress=False, out=attempt / CLUSTERS) as result:
-        energies = result["energy"].to_numpy()
-        n_frames = int(result.sizes["frame"])
-        row = {"dark_ok": dark_ok, "frames": n_frames,
-               "clusters": int(result.sizes["cluster"]),
-               "truncated_frames": len(truncated_frames(result)),
-               "dark_frames": int(result.attrs.get("dark_frames", pedestal.n_frames)),
-               "dark_false_rate_factor": float(result.attrs.get(
-                   "dark_expected_false_rate_factor", np.nan))}
-    edges, counts, underflow, overflow = task.bins.count(energies)
+    # The spectrum and the truncated frames are counted as the clusters pass, not read
+    # back from the file: decoding a run's energies again costs as much as a tenth of the
+    # finding.
+    counted = RunningCount(task.bins)
+    truncated = 0
+
+    def count(batch, energies: np.ndarray) -> None:
+        nonlocal truncated
+        counted.add(energies)
+        truncated += int(np.count_nonzero(batch.n_found > batch.n_kept))
+
+    with ThreadPoolExecutor(1) as saver:
+        # As trained, before the data frames move it; written while the finder works.
+        saved = saver.submit(pedestal.copy().save, attempt / PEDESTAL)
+        with finder.find(frames, progress=False, out=attempt / CLUSTERS,
+                         on_batch=count) as result:
+            n_frames = int(result.sizes["frame"])
+            row = {"dark_ok": dark_ok, "frames": n_frames,
+                   "clusters": int(result.sizes["cluster"]), "truncated_frames": truncated,
+                   "dark_frames": int(result.attrs.get("dark_frames", pedestal.n_frames)),
+                   "dark_false_rate_factor": float(result.attrs.get(
+                       "dark_expected_false_rate_factor", np.nan))}
+        saved.result()
+    edges, counts, underflow, overflow = counted.result()
     spectrum = counts_spectrum(counts, edges, spec, n_frames, underflow, overflow)
     write_netcdf(spectrum.to_dataset().assign_attrs(dict([SPECTRUM_MARK])),
                  attempt / SPECTRUM)

@@ -164,8 +164,8 @@ class MemorySink:
                           n_maps if name in MAP_FIELDS else n_frames) or 0)
         self._energy.reserve(n_clusters or 0)
 
-    def add(self, batch) -> None:
-        """Copy one batch in."""
+    def add(self, batch) -> np.ndarray:
+        """Copy one batch in; returns its clusters' energies (a view of the result's)."""
         fields = self._fields
         k = len(batch.cluster_y)
         energy = self._energy
@@ -178,13 +178,15 @@ class MemorySink:
         targets = {name: fields[name].take(k) for name in CLUSTER_FIELDS}
         row = sum(target[:1].nbytes for target in targets.values())
         at_limits = None if self._at_limits is None else self._at_limits.take_over(k)
-        parallel_ranges(_cluster_work(batch, targets, energy.take(k), at_limits), k, k * row)
+        energies = energy.take(k)
+        parallel_ranges(_cluster_work(batch, targets, energies, at_limits), k, k * row)
         for name, rows in fields.items():
             if name not in CLUSTER_FIELDS:
                 src = getattr(batch, name)
                 parallel_copy(src, rows.take(len(src)))
         if at_limits is not None:
             self._clipped.take(len(batch.n_kept))[...] = taps_per_frame(at_limits, batch.n_kept)
+        return energies
 
     def result(self) -> xr.Dataset:
         """The result Dataset; its arrays are views of the grown buffers."""
@@ -236,8 +238,8 @@ class FileSink:
         return self._writer
 
     def add(self, batch, energy: np.ndarray | None = None, clipped: np.ndarray | None = None,
-            frame_columns: Mapping[str, np.ndarray] | None = None) -> None:
-        """Write one batch.
+            frame_columns: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+        """Write one batch; returns its clusters' energies (valid until the next batch).
 
         Parameters
         ----------
@@ -268,6 +270,7 @@ class FileSink:
                              f"got {sorted(given)}")
         columns.update(given)
         self._writer.append(columns)
+        return energy
 
     def checkpoint(self) -> None:
         """Put every batch added so far into the file on disk (`ResultWriter.checkpoint`)."""

@@ -7,7 +7,7 @@ import functools
 import os
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import closing
 from typing import ClassVar, NamedTuple
 
@@ -246,7 +246,8 @@ class Finder(ABC):
     def find(self, frames, frame_numbers: Iterable[int] | None = None, *,
              branch_maps: bool | Iterable[int] | None = None,
              progress: bool = True, out: str | os.PathLike | Destination | None = None,
-             overwrite: bool = False, compression: str = DEFAULT_COMPRESSION) -> xr.Dataset:
+             overwrite: bool = False, compression: str = DEFAULT_COMPRESSION,
+             on_batch: Callable[[ClusterBatch, np.ndarray], None] | None = None) -> xr.Dataset:
         """Find clusters in ``frames`` and return the result Dataset.
 
         Parameters
@@ -273,6 +274,10 @@ class Finder(ABC):
             ``"deflate"`` (HDF5's shuffle and deflate filters only, for readers that lack
             scale-offset, such as netCDF-Java) or ``"none"``
             (`aare_lab.storage.result_store.COMPRESSIONS`).
+        on_batch
+            Called with each chunk's `ClusterBatch` and its clusters' energies as they are
+            found, for what is counted on the way (a spectrum, the truncated frames) rather
+            than read back from ``out``; both are valid during the call only, and read-only.
 
         Returns
         -------
@@ -323,7 +328,7 @@ class Finder(ABC):
                 sink = FileSink(out, self._empty_batch(), make, want, overwrite=overwrite,
                                 compression=compression, frames_expected=source.n_frames)
             with sink, closing(self._iterate(source, want, progress, borrow=True)) as batches:
-                tally = self._collect(batches, sink, want)
+                tally = self._collect(batches, sink, want, on_batch)
         result = sink.result() if out is None else open_result(sink.writer.path)
         return self._report(result, tally, dark, source.describe())
 
@@ -480,10 +485,13 @@ class Finder(ABC):
         return self._report(sink.result(), tally, dark, "the frames", warn)
 
     @staticmethod
-    def _collect(batches: Iterable[ClusterBatch], sink, want: bool | set[int]) -> RunTally:
+    def _collect(batches: Iterable[ClusterBatch], sink, want: bool | set[int],
+                 on_batch: Callable[[ClusterBatch, np.ndarray], None] | None = None) -> RunTally:
         tally = RunTally(want)
         for batch in batches:
-            sink.add(batch)
+            energies = sink.add(batch)
+            if on_batch is not None:
+                on_batch(batch, energies)
             tally.add(batch)
             interrupt.check()
         return tally
