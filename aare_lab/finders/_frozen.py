@@ -3,14 +3,11 @@
 Each pixel's QUIET_UPDATE is applied to the pedestal state right after its row is
 classified, but classification reads only ``v``, filled from the frame-start state, and
 the row's own thresholds, taken before its update; so no read sees an update of the same
-frame. The frame is cut into bands of rows, one per thread. A band's edge rows, the rows
-a neighbouring band's windows read, get their values before the band pushes a pixel of
-the frame; then the band walks its rows once (`classify_band`), computing a row's values
-``ry`` rows ahead of classifying it, so that a row's state is read from memory once per
-frame. Without common mode or a calibration each band runs through the frames at its own
-pace on a thread of its own, waiting only for its neighbours' edge rows (`band_frames`,
-`frozen_bands`); with them, every frame's bands go in step (`load_edges`, then
-`classify_frame`), as the frame-wide estimates need. Per-row intermediates live in small scratch rows that stay in
+frame. The frame is cut into bands of rows, one per thread (`classify_frame`): first every
+band's edge rows get their values (`load_edges`), the rows a neighbouring band's windows
+read, before any band pushes a pixel; then each band walks its rows once, computing a
+row's values ``ry`` rows ahead of classifying it, so that a row's state is read from
+memory once per frame. Per-row intermediates live in small scratch rows that stay in
 cache; only ``v``, the codes and the stores' columns span the frame. A ``prange`` index is
 unsigned in Numba, so each parallel loop turns it into a signed one before any ``-i``
 arithmetic.
@@ -42,7 +39,6 @@ from aare_lab.detector.arith import (
     zero_offsets,
 )
 
-from ._atomics import store_release, wait_until
 from ._buffers import reserve
 from ._common_mode import corrections, estimate_parallel
 from ._decision import (
@@ -128,111 +124,67 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
     has them already (the common-mode estimate reads them too), in ADU; None: computed
     here, row by row.
     """
-    ny = v.shape[0]
-    for band in prange(n_bands):
-        y0, y1 = band_rows(np.int64(band), n_bands, ny)
-        classify_band(y0, y1, frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                      codes, row_counts, stores, corr, gs, thresholds,
-                      band_scratch(ry, v))
-
-
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def band_scratch(ry, v):
-    """`classify_band`'s scratch rows for frames like ``v``."""
-    return np.empty((4 + 2 * (2 * ry + 1), v.shape[1]), dtype=v.dtype)
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def classify_band(y0, y1, frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                  codes, row_counts, stores, corr, gs, thresholds, scratch):
-    """`classify_frame`'s work on the band of rows ``y0..y1-1``, once the values of every
-    band's edge rows are in ``v``; ``scratch`` from `band_scratch`."""
     ny, nx = v.shape
     ring = 2 * ry + 1
-    thr, tot, m, x = scratch[0], scratch[1], scratch[2], scratch[3]
-    maxima = scratch[4:4 + ring]
-    # Each non-edge row's s / N from its values, for its push ry rows later.
-    resid = scratch[4 + ring:]
-    # Three taps a row: sum and maximum in one pass per window row (`add_three_taps`);
-    # wider: the maximum from each row's `row_max`, kept in the ring.
-    three = rx == 1 and nx >= 2
-    if not three:
-        for r in range(max(0, y0 - ry), min(ny, y0 + ry)):
-            row_max(v[r], rx, maxima[r % ring])
-    for i in range(y0, y1):
-        r = i + ry
-        if r < ny:
-            if not is_edge(r, y0, y1, ry):
-                value_resid_row(r, frame, off, s, N, v, corr, gs, resid[r % ring])
-            if not three:
+    for band in prange(n_bands):
+        y0, y1 = band_rows(np.int64(band), n_bands, ny)
+        scratch = np.empty((4 + 2 * ring, nx), dtype=v.dtype)
+        thr, tot, m, x = scratch[0], scratch[1], scratch[2], scratch[3]
+        maxima = scratch[4:4 + ring]
+        # Each non-edge row's s / N from its values, for its push ry rows later.
+        resid = scratch[4 + ring:]
+        # Three taps a row: sum and maximum in one pass per window row (`add_three_taps`);
+        # wider: the maximum from each row's `row_max`, kept in the ring.
+        three = rx == 1 and nx >= 2
+        if not three:
+            for r in range(max(0, y0 - ry), min(ny, y0 + ry)):
                 row_max(v[r], rx, maxima[r % ring])
-        if thresholds is None:
-            thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr)
-        else:
-            thr[:] = thresholds[i]
-        if gs is not None:
-            kev_thresholds_row(gs[1], i, thr)
-        if gs is None and ry == 1 and three and 0 < i < ny - 1:
-            # 3x3 inside the frame: the window and decision in one pass; the row's two
-            # end pixels tap by tap.
-            count = classify_three(v[i - 1], v[i], v[i + 1], thr, c3, codes[i])
-            for j in (0, nx - 1):
-                t, mm = window_taps(v, i, j, -1, 1, 1, thr[j] - thr[j], v[i, j])
-                code = classify(v[i, j], thr[j], mm, t, c3)
-                codes[i, j] = code
-                count += is_store(code)
-        else:
-            tot[:] = 0
-            if three:
-                m[:] = v[i]
-                for a in range(max(-ry, -i), min(ry, ny - 1 - i) + 1):
-                    add_three_taps(v[i + a], tot, m)
-            else:
-                window_max(maxima, i, ry, ny, m)
-                for a in range(max(-ry, -i), min(ry, ny - 1 - i) + 1):
-                    add_taps(v[i + a], rx, tot)
-            count = 0
-            for j in range(nx):
-                code = classify(v[i, j], thr[j], m[j], tot[j], c3)
-                if gs is not None:
-                    code = gated(code, gs[3][i, j])
-                codes[i, j] = code
-                count += is_store(code)
-        row_counts[i] = count
-        if count > 0:
-            list_stores(codes[i], stores[i])
-        if is_edge(i, y0, y1, ry):
-            push_row(i, codes, frame, off, s, s2, N, x, corr, gs, None)
-        else:
-            push_row(i, codes, frame, off, s, s2, N, x, corr, gs, resid[i % ring])
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def band_frames(band, n_bands, frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx,
-                v, codes, row_counts, stores, published):
-    """Classify the frames ``(n, ny, nx)`` on band ``band`` of ``n_bands`` (one thread
-    each, all at once, `frozen_bands`): each frame's values ``v[f]``, codes, row counts
-    and stores, and the band's pushes.
-
-    No barrier per frame: a band publishes the values of its edge rows of frame ``f``
-    (``published[band] = f + 1``) and waits only for its two neighbours' before it
-    classifies, so that the bands run through the frames side by side, each at most a
-    frame ahead of a neighbour. Its edge rows' values come from its own state after frame
-    ``f - 1``: what `load_edges` reads before any band pushes. A band has at least ``ry``
-    rows, so that windows reach only the neighbours'.
-    """
-    y0, y1 = band_rows(band, n_bands, frames.shape[1])
-    scratch = band_scratch(ry, v[0])
-    for f in range(frames.shape[0]):
         for i in range(y0, y1):
+            r = i + ry
+            if r < ny:
+                if not is_edge(r, y0, y1, ry):
+                    value_resid_row(r, frame, off, s, N, v, corr, gs, resid[r % ring])
+                if not three:
+                    row_max(v[r], rx, maxima[r % ring])
+            if thresholds is None:
+                thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr)
+            else:
+                thr[:] = thresholds[i]
+            if gs is not None:
+                kev_thresholds_row(gs[1], i, thr)
+            if gs is None and ry == 1 and three and 0 < i < ny - 1:
+                # 3x3 inside the frame: the window and decision in one pass; the row's two
+                # end pixels tap by tap.
+                count = classify_three(v[i - 1], v[i], v[i + 1], thr, c3, codes[i])
+                for j in (0, nx - 1):
+                    t, mm = window_taps(v, i, j, -1, 1, 1, thr[j] - thr[j], v[i, j])
+                    code = classify(v[i, j], thr[j], mm, t, c3)
+                    codes[i, j] = code
+                    count += is_store(code)
+            else:
+                tot[:] = 0
+                if three:
+                    m[:] = v[i]
+                    for a in range(max(-ry, -i), min(ry, ny - 1 - i) + 1):
+                        add_three_taps(v[i + a], tot, m)
+                else:
+                    window_max(maxima, i, ry, ny, m)
+                    for a in range(max(-ry, -i), min(ry, ny - 1 - i) + 1):
+                        add_taps(v[i + a], rx, tot)
+                count = 0
+                for j in range(nx):
+                    code = classify(v[i, j], thr[j], m[j], tot[j], c3)
+                    if gs is not None:
+                        code = gated(code, gs[3][i, j])
+                    codes[i, j] = code
+                    count += is_store(code)
+            row_counts[i] = count
+            if count > 0:
+                list_stores(codes[i], stores[i])
             if is_edge(i, y0, y1, ry):
-                value_row(i, frames[f], off, s, N, v[f], None, None)
-        store_release(published, band, f + 1)
-        for other in (band - 1, band + 1):
-            if 0 <= other < n_bands:
-                wait_until(published, other, f + 1)
-        classify_band(y0, y1, frames[f], off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx,
-                      v[f], codes[f], row_counts[f], stores[f], None, None, None, scratch)
+                push_row(i, codes, frame, off, s, s2, N, x, corr, gs, None)
+            else:
+                push_row(i, codes, frame, off, s, s2, N, x, corr, gs, resid[i % ring])
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -288,51 +240,20 @@ def window_max(maxima, i, ry, ny, m):
                 m[j] = max(m[j], mr[j])
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def write_frames(v, codes, row_counts, row_start, stores, cap, ry, rx, round_values,
-                 win, ys, xs, n_out, n_found, n_kept, f0, map_slot, maps):
-    """Count and write the clusters of classified frames ``f0, f0 + 1, ...`` (their
-    values ``v``, codes, ``row_counts`` and ``stores``, one per frame): at most ``cap``
-    of each (``cap < 0``: all), in raster order, from row ``n_out`` of the (possibly
-    reallocated) buffers; returns them and the new row count."""
-    nk, ny = row_counts.shape
-    kept = np.empty(nk, np.int64)
-    first = np.empty(nk, np.int64)
-    end = n_out
-    for k in range(nk):
-        total = 0
-        for i in range(ny):
-            row_start[k, i] = total
-            total += row_counts[k, i]
-        kept[k] = total if cap < 0 else min(total, cap)
-        n_found[f0 + k] = total
-        n_kept[f0 + k] = kept[k]
-        first[k] = end
-        end += kept[k]
-        if map_slot[f0 + k] >= 0:
-            maps[map_slot[f0 + k]] = codes[k]
-    win, ys, xs = reserve(win, ys, xs, end)
-    write_rows(v, row_counts, row_start, stores, kept, first, ry, rx, round_values,
-               win, ys, xs)
-    return win, ys, xs, end
-
-
 @njit(**PARALLEL)
-def write_rows(v, row_counts, row_start, stores, kept, first, ry, rx, round_values,
-               win, ys, xs):
-    """Write frame ``k``'s first ``kept[k]`` clusters from row ``first[k]``: row ``i``'s at
-    the columns ``stores[k, i, :row_counts[k, i]]``, every row of every frame a task."""
-    nk, ny = row_counts.shape
-    for task in prange(nk * ny):
-        k = np.int64(task) // ny
-        i = np.int64(task) - k * ny
-        k0 = row_start[k, i]
-        for c in range(min(row_counts[k, i], kept[k] - k0)):
-            j = stores[k, i, c]
-            at = first[k] + k0 + c
-            store_window(v[k], i, j, ry, rx, round_values, win, at)
-            ys[at] = i
-            xs[at] = j
+def write_frame(v, row_counts, row_start, stores, kept, ry, rx, round_values,
+                win, ys, xs, n_out):
+    """Write the first ``kept`` clusters of the frame in raster order from row ``n_out``:
+    row ``i``'s at the columns ``stores[i, :row_counts[i]]``."""
+    ny = v.shape[0]
+    for row in prange(ny):
+        i = np.int64(row)
+        k0 = row_start[i]
+        for c in range(min(row_counts[i], kept - k0)):
+            j = stores[i, c]
+            store_window(v, i, j, ry, rx, round_values, win, n_out + k0 + c)
+            ys[n_out + k0 + c] = i
+            xs[n_out + k0 + c] = j
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -385,7 +306,7 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
     and the per-frame flagged pixels it fills). Returns the (possibly reallocated) buffers
     and the new row count. ``n_bands``: bands of rows (`classify_frame`), one per thread.
     """
-    nf, ny, nx = frames.shape
+    nf, ny = frames.shape[:2]
     stores = np.empty(v.shape, np.int32)
     for f in range(nf):
         if gs is None:
@@ -396,10 +317,19 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
             out_flagged[f] = decode_frame(frames[f], gain, adc, status, row_flagged)
             classify_raw(adc, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
                          codes, row_counts, stores, cm, gs, n_bands)
-        win, ys, xs, n_out = write_frames(
-            v.reshape((1, ny, nx)), codes.reshape((1, ny, nx)), row_counts.reshape((1, ny)),
-            row_start.reshape((1, ny)), stores.reshape((1, ny, nx)), cap, ry, rx,
-            round_values, win, ys, xs, n_out, n_found, n_kept, f, map_slot, maps)
+        total = 0
+        for i in range(ny):
+            row_start[i] = total
+            total += row_counts[i]
+        kept = total if cap < 0 else min(total, cap)
+        n_found[f] = total
+        n_kept[f] = kept
+        win, ys, xs = reserve(win, ys, xs, n_out + kept)
+        write_frame(v, row_counts, row_start, stores, kept, ry, rx, round_values,
+                    win, ys, xs, n_out)
+        n_out += kept
+        if map_slot[f] >= 0:
+            maps[map_slot[f]] = codes
     return win, ys, xs, n_out
 
 
@@ -412,32 +342,3 @@ def frozen_chunk(frames, off, *args):
     """
     return frozen_frames(frames, zero_offsets(off), *args,
                          min(get_num_threads(), frames.shape[1]))
-
-
-def frozen_bands(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
-                 round_values, scratch, win, ys, xs, n_out, n_found, n_kept, map_slot, maps,
-                 pool, n_bands):
-    """`frozen_frames` without common mode or calibration, the frames' rows cut into one
-    band per thread of ``pool`` that runs through a part of the frames at a time without
-    waiting for the other bands (`band_frames`), then every cluster of the part written.
-
-    ``scratch``: per frame of a part, its values, codes, row counts, row starts and
-    stores (``(k, ny, nx)``, ``(k, ny)``...: k frames a part). ``pool`` has ``n_bands``
-    threads and runs nothing else: its bands wait for each other, so each needs a thread
-    of its own.
-    """
-    v, codes, row_counts, row_start, stores = scratch
-    off = zero_offsets(off)
-    for f0 in range(0, len(frames), len(v)):
-        part = frames[f0:f0 + len(v)]
-        k = len(part)
-        published = np.zeros(n_bands, np.int64)
-        bands = [pool.submit(band_frames, band, n_bands, part, off, s, s2, rms_fixed, fixed,
-                             N, nsig, c3, ry, rx, v[:k], codes[:k], row_counts[:k],
-                             stores[:k], published) for band in range(n_bands)]
-        for band in bands:
-            band.result()
-        win, ys, xs, n_out = write_frames(v[:k], codes[:k], row_counts[:k], row_start[:k],
-                                          stores[:k], cap, ry, rx, round_values, win, ys, xs,
-                                          n_out, n_found, n_kept, f0, map_slot, maps)
-    return win, ys, xs, n_out
