@@ -1,6 +1,7 @@
-"""The frozen finder's frames/s by thread count, and the share of ``find`` spent in its
-compiled chunk loop (`aare_lab.finders._frozen.frozen_chunk`): where scaling stops, whether
-the loop or the work around it is the bound.
+"""The frozen finder's frames/s by thread count, and the shares of ``find`` spent in its
+compiled chunk loop (`aare_lab.finders._frozen.frozen_chunk`) and in copying each chunk's
+clusters into the result (`aare_lab.finders._assembly.MemorySink.add`): where scaling
+stops, whether the loop or the work around it is the bound.
 
     python benchmarks/frozen_scaling.py [--frames 200] [--threads 1 2 4 8 16] [--repeats 3]
 
@@ -14,20 +15,20 @@ import numba
 import numpy as np
 
 from aare_lab import FrozenFinder, Pedestal
-from aare_lab.finders import frozen
+from aare_lab.finders import _assembly, frozen
 from aare_lab.simulate import Beam, Detector, Simulator
 
-LOOP = {"seconds": 0.0}
+SECONDS = {"loop": 0.0, "sink": 0.0}
 
 
-def timed_loop(original):
-    def loop(*args):
+def timed(original, stage):
+    def call(*args, **kwargs):
         start = time.perf_counter()
         try:
-            return original(*args)
+            return original(*args, **kwargs)
         finally:
-            LOOP["seconds"] += time.perf_counter() - start
-    return loop
+            SECONDS[stage] += time.perf_counter() - start
+    return call
 
 
 def main():
@@ -42,27 +43,28 @@ def main():
     ped = Pedestal((400, 400), 300, noise="fixed")
     ped.push_dark(sim.dark(300))
     frames, _ = sim.frames(args.frames)
-    frozen.frozen_chunk = timed_loop(frozen.frozen_chunk)
+    frozen.frozen_chunk = timed(frozen.frozen_chunk, "loop")
+    _assembly.MemorySink.add = timed(_assembly.MemorySink.add, "sink")
     FrozenFinder(ped.copy(), 5.0, 3).find(frames[:2], progress=False)
     print(f"threading layer {numba.threading_layer()}, {top} threads", flush=True)
     for size in (3, 9):
         reference = None
         for n in threads:
-            best, loop = np.inf, np.inf
+            best, loop, sink = np.inf, np.inf, np.inf
             for _ in range(args.repeats):
                 finder = FrozenFinder(ped.copy(), 5.0, size, threads=n)
                 finder.find(frames[:2], progress=False)
-                LOOP["seconds"] = 0.0
+                SECONDS.update(loop=0.0, sink=0.0)
                 start = time.perf_counter()
                 result = finder.find(frames, progress=False)
                 best = min(best, time.perf_counter() - start)
-                loop = min(loop, LOOP["seconds"])
+                loop, sink = min(loop, SECONDS["loop"]), min(sink, SECONDS["sink"])
             digest = [result[k].to_numpy().tobytes() for k in ("window", "y", "x", "n_found")]
             reference = reference or digest
             assert digest == reference, (size, n)
             print(f"{size}x{size} {n:3d} threads: {args.frames / best:7.0f} frames/s, chunk "
-                  f"loop {args.frames / loop:7.0f} frames/s ({loop / best:.0%} of find)",
-                  flush=True)
+                  f"loop {args.frames / loop:7.0f} frames/s ({loop / best:.0%} of find), "
+                  f"result assembly {sink / best:.0%} of find", flush=True)
 
 
 if __name__ == "__main__":
