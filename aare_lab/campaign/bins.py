@@ -82,51 +82,55 @@ class CampaignBins:
         edges = self.edges_for(energies)
         return (edges, *count(energies, edges))
 
+    def common_edges(self, parts) -> tuple[np.ndarray, int]:
+        """The edges that spectra ``(edges, counts)`` counted on these bins add on: the fixed
+        edges, or the lattice's span of them all (of none: as `count` of no energies); and
+        the lattice number of the first edge (0 with fixed edges)."""
+        if self.edges is not None:
+            return np.asarray(self.edges), 0
+        if not parts:
+            return self.lattice(0, 1), 0
+        first = min(self.index(e) for e, _ in parts)
+        stop = max(self.index(e) + len(c) for e, c in parts)
+        return self.lattice(first, stop), first
+
+    def offset(self, edges: np.ndarray, first: int) -> int:
+        """Where a spectrum counted on ``edges`` starts on `common_edges` from ``first``."""
+        return 0 if self.edges is not None else self.index(edges) - first
+
 
 class RunningCount:
     """A run's spectrum counted chunk by chunk on `CampaignBins`, equal to
-    `CampaignBins.count` of all its energies at once.
-
-    Each chunk is counted on the lattice's part its energies reach and added by lattice
-    number, as the runs of a campaign add (`aare_lab.campaign.combine`); with fixed edges,
-    every chunk is counted on them and the under- and overflows add.
-    """
+    `CampaignBins.count` of all its energies at once: each chunk is counted on its own edges
+    and added on `CampaignBins.common_edges`, as the runs of a campaign add
+    (`aare_lab.campaign.combine`), and the under- and overflows add."""
 
     def __init__(self, bins: CampaignBins):
         self._bins = bins
-        self._first: int | None = None
-        self._counts = np.zeros(0, np.int64)
+        self._parts: list[tuple[np.ndarray, np.ndarray]] = []
         self._outside = [0, 0]
 
     def add(self, energies: np.ndarray) -> None:
         """Count one chunk's energies."""
         if len(energies) == 0:
             return
-        edges = self._bins.edges_for(energies)
-        counts, underflow, overflow = count(energies, edges)
+        edges, counts, underflow, overflow = self._bins.count(energies)
         self._outside[0] += underflow
         self._outside[1] += overflow
-        at = self._bins.index(edges) if self._bins.edges is None else 0
-        if self._first is None:
-            self._first, self._counts = at, counts
-            return
-        first = min(self._first, at)
-        stop = max(self._first + len(self._counts), at + len(counts))
-        if (first, stop) != (self._first, self._first + len(self._counts)):
-            grown = np.zeros(stop - first, np.int64)
-            grown[self._first - first:self._first - first + len(self._counts)] = self._counts
-            self._first, self._counts = first, grown
-        self._counts[at - first:at - first + len(counts)] += counts
+        # The sum so far is the one part kept: memory does not grow with the chunks.
+        self._parts = [self._sum([*self._parts, (edges, counts)])]
+
+    def _sum(self, parts) -> tuple[np.ndarray, np.ndarray]:
+        edges, first = self._bins.common_edges(parts)
+        total = np.zeros(len(edges) - 1, np.int64)
+        for part_edges, counts in parts:
+            at = self._bins.offset(part_edges, first)
+            total[at:at + len(counts)] += counts
+        return edges, total
 
     def result(self) -> tuple[np.ndarray, np.ndarray, int, int]:
         """The edges, counts, underflow and overflow, as `CampaignBins.count` gives them."""
-        if self._first is None:
-            return self._bins.count(np.zeros(0))
-        if self._bins.edges is not None:
-            edges = np.asarray(self._bins.edges)
-        else:
-            edges = self._bins.lattice(self._first, self._first + len(self._counts))
-        return edges, self._counts.copy(), *self._outside
+        return (*self._sum(self._parts), *self._outside)
 
 
 __all__ = ["CampaignBins", "DEFAULT_WIDTH", "RunningCount"]

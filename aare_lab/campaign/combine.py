@@ -112,21 +112,13 @@ def _aligned(names, spectra: dict[str, xr.DataArray], task: RunTask):
     """The common edges, the counts of each run on them, and each run's under/overflow."""
     bins = task.bins
     parts = {name: (spectrum_edges(s), s.to_numpy()) for name, s in spectra.items()}
-    if bins.edges is not None:
-        edges = np.asarray(bins.edges)
-        first = 0
-    elif parts:
-        first = min(bins.index(e) for e, _ in parts.values())
-        stop = max(bins.index(e) + len(c) for e, c in parts.values())
-        edges = bins.lattice(first, stop)
-    else:
-        edges, first = bins.lattice(0, 1), 0
+    edges, first = bins.common_edges(list(parts.values()))
     counts = np.zeros((len(names), len(edges) - 1), np.int64)
     outside = np.zeros((len(names), 2), np.int64)
     for i, name in enumerate(names):
         if name in parts:
             run_edges, run_counts = parts[name]
-            at = 0 if bins.edges is not None else bins.index(run_edges) - first
+            at = bins.offset(run_edges, first)
             counts[i, at:at + len(run_counts)] = run_counts
             attrs = spectra[name].attrs
             outside[i] = attrs.get("underflow", 0), attrs.get("overflow", 0)
