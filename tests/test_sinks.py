@@ -9,7 +9,9 @@ import xarray as xr
 
 import aare_lab.runtime.parallel
 from aare_lab import FrozenFinder, Pedestal
+from aare_lab.finders import _assembly
 from aare_lab.finders._assembly import MemorySink
+from aare_lab.finders._assembly_loops import copy_clusters
 from aare_lab.finders.base import ClusterBatch
 from aare_lab.model.clipping import CLIPPED_VARIABLE, clipped_taps
 from aare_lab.simulate import Beam, Detector, Simulator
@@ -30,10 +32,12 @@ def run():
 
 @pytest.fixture
 def small_shares(monkeypatch):
-    """Every copy of a batch spread over four threads, however small."""
+    """Every copy of a batch cut into four pieces, however small: the memory sink's compiled
+    pass and the file sink's threads."""
     monkeypatch.setenv(aare_lab.runtime.parallel.THREADS_VARIABLE, "4")
     monkeypatch.setattr(aare_lab.runtime.parallel, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(aare_lab.runtime.parallel, "_pools", {})
+    monkeypatch.setattr(_assembly, "piece_count", lambda nbytes: 4)
 
 
 def one_frame_at_a_time(ped, frames, numbers):
@@ -118,6 +122,46 @@ def test_int16_taps_at_the_limits_are_counted_per_frame_in_the_copying_pass(smal
     np.testing.assert_array_equal(result["windows"], np.concatenate([windows, windows]))
     np.testing.assert_array_equal(result["energy"],
                                   np.tile(windows.sum(axis=(1, 2), dtype=float), 2))
+
+
+@pytest.mark.parametrize("pieces", [1, 3, 7])
+@pytest.mark.parametrize("dtype", ["int16", "int32", "float32", "float64"])
+@pytest.mark.parametrize("size", [(3, 3), (9, 9)])
+def test_the_copying_pass_writes_every_column_in_any_number_of_pieces(dtype, size, pieces):
+    """`copy_clusters` in one piece, in three (runs of clusters split between pieces) and in
+    seven (more than the threads, pieces without a cluster): the frame numbers NumPy's
+    repeat gives, the centres and windows as they were, NumPy's float64 sums (integer
+    extremes included) and, for integer windows, the taps at the limits."""
+    rng = np.random.default_rng(5)
+    n_kept = np.array([0, 2, 0, 1, 0, 0, 1, 0])
+    n = int(n_kept.sum())
+    info = np.iinfo(dtype) if dtype.startswith("int") else None
+    low, high = (info.min, info.max) if info else (-1e6, 1e6)
+    windows = rng.uniform(low, high, (n, *size)).astype(dtype)
+    windows[0] = high
+    if info:
+        windows[1] = low
+        windows[2, 0] = high
+    frames = np.arange(len(n_kept), dtype=np.int64) + 30
+    ys, xs = rng.integers(0, 400, (2, n)).astype(np.int32)
+    out_frame, out_y, out_x = (np.full(n, -1, t) for t in (np.int64, np.int32, np.int32))
+    out_windows, energy = np.zeros_like(windows), np.full(n, np.nan)
+    at_limits = np.full(n, 99, np.uint8) if info else np.zeros(0, np.uint8)
+    limits = (np.dtype(dtype).type(low), np.dtype(dtype).type(high)) if info else (0, 0)
+    copy_clusters(frames, np.cumsum(n_kept), ys, xs, windows.reshape(n, -1), out_frame, out_y,
+                  out_x, out_windows.reshape(n, -1), energy, info is not None, *limits,
+                  at_limits, pieces)
+    np.testing.assert_array_equal(out_frame, np.repeat(frames, n_kept))
+    np.testing.assert_array_equal(out_y, ys)
+    np.testing.assert_array_equal(out_x, xs)
+    np.testing.assert_array_equal(out_windows, windows)
+    expected = windows.sum(axis=(1, 2), dtype=np.float64)
+    np.testing.assert_array_equal(energy.view(np.int64), expected.view(np.int64))
+    if info:
+        assert energy[0] == np.prod(size) * float(high)
+        np.testing.assert_array_equal(at_limits, ((windows == low) | (windows == high)).sum(
+            axis=(1, 2)))
+        assert at_limits[0] == np.prod(size) and at_limits[1] == np.prod(size)
 
 
 def test_taps_of_windows_larger_than_the_finders_are_counted_without_wrapping():

@@ -7,7 +7,8 @@ the first batch's cluster density, and hands views of them to the Dataset: one c
 value, no concatenation, no fresh allocation per chunk once the run's density is known.
 It writes each cluster's frame number straight into its column, from the batch's clusters
 per frame, sums the energies and, for int16 windows, counts the taps at the limits, all in
-the one threaded pass that copies the clusters. The file sink writes each batch
+the one pass that copies the clusters, a parallel region on Numba's threads
+(`aare_lab.finders._assembly_loops`). The file sink writes each batch
 (`aare_lab.storage.result_store`), with the energies summed on a few threads and the taps at the
 limits counted by `aare_lab.model.clipping.clipped_taps`.
 """
@@ -25,13 +26,16 @@ from aare_lab.model.clipping import (
     clipped_taps,
     counts_clipping,
     tap_count_dtype,
+    tap_limits,
     taps_per_frame,
 )
-from aare_lab.model.results import copy_window_energies, window_energies
+from aare_lab.model.results import window_energies
 from aare_lab.runtime import result_memory
 from aare_lab.runtime.parallel import parallel_copy, parallel_ranges
-from aare_lab.runtime.repeat import fill_runs, repeat
+from aare_lab.runtime.repeat import repeat
 from aare_lab.storage.result_store import DEFAULT_COMPRESSION, ResultWriter
+
+from ._assembly_loops import copy_clusters, piece_count
 
 #: Fields of a `ClusterBatch` with a row per kept cluster, and per branch map; every other
 #: field (not None) has a row per frame.
@@ -43,6 +47,8 @@ VARIABLES = {"frame_numbers": "frame", "cluster_frame": "frame_number", "cluster
              "branch_frames": "branch_frame"}
 #: Room kept beyond the clusters the first batch's density predicts for the run.
 DENSITY_MARGIN = 1.1
+#: `copy_clusters`' ``at_limits`` when nothing is counted.
+_NO_COUNT = np.zeros(0, np.uint8)
 
 
 class GrowingRows:
@@ -102,19 +108,9 @@ class GrowingRows:
         return self.take(rows)
 
 
-def _cluster_work(batch, targets: dict, energy: np.ndarray,
-                  at_limits: np.ndarray | None = None) -> Callable[[int, int], None]:
-    """Write the clusters ``a:b`` of every field with their frame numbers, sum their windows
-    and, given ``at_limits``, count each one's taps at the limits (for `parallel_ranges`)."""
-    ends = batch.kept_ends()
-
-    def work(a: int, b: int) -> None:
-        fill_runs(batch.frame_numbers, ends, a, targets["cluster_frame"][a:b])
-        np.copyto(targets["cluster_y"][a:b], batch.cluster_y[a:b])
-        np.copyto(targets["cluster_x"][a:b], batch.cluster_x[a:b])
-        copy_window_energies(batch.windows[a:b], targets["windows"][a:b], energy[a:b],
-                             None if at_limits is None else at_limits[a:b])
-    return work
+def _flat(windows: np.ndarray) -> np.ndarray:
+    """Windows ``(n, wy, wx)`` as ``(n, wy * wx)`` (a view of contiguous ones)."""
+    return windows.reshape(len(windows), int(np.prod(windows.shape[1:])))
 
 
 def _fields(batch, want: bool | set[int]) -> dict[str, np.ndarray]:
@@ -177,14 +173,20 @@ class MemorySink:
                 (energy if name is None else fields[name]).reserve(max(expected, k))
         targets = {name: fields[name].take(k) for name in CLUSTER_FIELDS}
         row = sum(target[:1].nbytes for target in targets.values())
-        at_limits = None if self._at_limits is None else self._at_limits.take_over(k)
+        at_limits = _NO_COUNT if self._at_limits is None else self._at_limits.take_over(k)
         energies = energy.take(k)
-        parallel_ranges(_cluster_work(batch, targets, energies, at_limits), k, k * row)
+        windows = batch.windows
+        integer = windows.dtype.kind == "i"
+        low, high = tap_limits(windows.dtype) if integer else (0, 0)
+        copy_clusters(batch.frame_numbers, batch.kept_ends(), batch.cluster_y, batch.cluster_x,
+                      _flat(windows), targets["cluster_frame"],
+                      targets["cluster_y"], targets["cluster_x"], _flat(targets["windows"]),
+                      energies, integer, low, high, at_limits, piece_count(k * row))
         for name, rows in fields.items():
             if name not in CLUSTER_FIELDS:
                 src = getattr(batch, name)
                 parallel_copy(src, rows.take(len(src)))
-        if at_limits is not None:
+        if self._at_limits is not None:
             self._clipped.take(len(batch.n_kept))[...] = taps_per_frame(at_limits, batch.n_kept)
         return energies
 

@@ -47,15 +47,10 @@ from aare_lab.model.clipping import (
     CLIPPED_VARIABLE,
     clipped_taps,
     counts_clipping,
-    tap_limits,
 )
 from aare_lab.model.params import format_cluster_size
 from aare_lab.model.spec import FinderSpec
-from aare_lab.model.window_sums import (
-    copy_integer_windows,
-    integer_window_sums,
-    window_taps_at_limits,
-)
+from aare_lab.model.window_sums import PAIRWISE_BLOCK, float_window_sums, integer_window_sums
 from aare_lab.storage.netcdf import write_netcdf
 from aare_lab.storage.result_store import open_result
 
@@ -262,44 +257,22 @@ def truncated_frames(result: xr.Dataset) -> np.ndarray:
 def window_energies(windows: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """The energy of each cluster: the float64 sum of its window ``(n, wy, wx)`` (ADU).
 
+    Integer windows are summed exactly; float ones in NumPy's order (`pairwise_sum`), so
+    that each energy is ``window.sum(dtype=float64)`` to the last bit (windows of more
+    taps than `PAIRWISE_BLOCK`, which no finder makes, by NumPy itself).
     ``out``, if given, receives the sums (float64, one per window) and is returned.
     """
     if out is None:
         out = np.empty(len(windows), np.float64)
-    if windows.dtype in (np.int32, np.int16):
-        # Exact, so any order of the additions gives NumPy's value, several times faster.
-        integer_window_sums(windows.reshape(len(windows), int(np.prod(windows.shape[1:]))),
-                            out)
-        return out
-    return windows.sum(axis=(1, 2), dtype=np.float64, out=out)
-
-
-#: `copy_integer_windows`'s ``at_limits`` when nothing is counted.
-_NO_COUNT = np.zeros(0, np.uint8)
-
-
-def copy_window_energies(windows: np.ndarray, out_windows: np.ndarray,
-                         out_energy: np.ndarray, at_limits: np.ndarray | None = None) -> None:
-    """Copy ``windows`` into ``out_windows`` and write their `window_energies` into
-    ``out_energy``, and, given ``at_limits``, each integer window's taps at its dtype's
-    limits into it (`aare_lab.model.clipping.taps_per_frame` sums them per frame).
-
-    Integer windows are read once for all of it, which makes assembling a result about 1.5x
-    faster than a copy and a sum (``benchmarks/result_copy.py``), and spares int16 results
-    a second pass to count their clipped taps.
-    """
-    n = len(windows)
-    if windows.dtype in (np.int32, np.int16) and out_windows.dtype == windows.dtype \
-            and out_windows.flags.c_contiguous:
-        low, high = tap_limits(windows.dtype)
-        copy_integer_windows(windows.reshape(n, -1), out_windows.reshape(n, -1), out_energy,
-                             low, high, _NO_COUNT if at_limits is None else at_limits)
-        return
-    np.copyto(out_windows, windows)
-    window_energies(out_windows, out=out_energy)
-    if at_limits is not None:
-        low, high = tap_limits(windows.dtype)
-        window_taps_at_limits(out_windows.reshape(n, -1), low, high, at_limits)
+    taps = int(np.prod(windows.shape[1:]))
+    if windows.dtype.kind not in "iu" and taps > PAIRWISE_BLOCK:
+        return windows.sum(axis=(1, 2), dtype=np.float64, out=out)
+    flat = np.ascontiguousarray(windows).reshape(len(windows), taps)
+    if windows.dtype.kind in "iu":
+        integer_window_sums(flat, out)
+    else:
+        float_window_sums(flat, out)
+    return out
 
 
 def energy_coords(edges: np.ndarray, units: str = "ADU") -> dict:
