@@ -1,0 +1,63 @@
+"""The frozen finder cut into more bands than this machine has cores: a subprocess with
+eight Numba threads runs every thread count from 1 to 8 on small frames, where a band is a
+few rows and a window reaches across several bands, and each must give the clusters,
+branch maps, counts and pedestal state of one thread.
+
+The frame step writes each frame's clusters while the next frame is classified and
+computes the next frame's edge rows as the frame ends (`aare_lab.finders._frozen.frame_step`):
+these cases cross every hand-over of it — chunks of one and of several frames, a cap that
+cuts frames, windows 3 to 9 rows tall, and common mode, which takes the path with the
+frame-wide estimate first. That one thread is the frozen model is `test_finders`'s.
+"""
+
+import os
+import subprocess
+import sys
+
+SCRIPT = r"""
+import warnings
+import numpy as np
+from aare_lab import FrozenFinder, Pedestal
+from aare_lab.simulate import Beam, Detector, Simulator
+
+warnings.simplefilter("ignore")
+shape = (23, 19)
+sim = Simulator(Detector(frame_shape=shape), Beam(photons_per_frame=12), seed=3)
+dark = sim.dark(40)
+frames, _ = sim.frames(9)
+labels = (np.arange(shape[1])[None, :] // 5 + 4 * (np.arange(shape[0])[:, None] // 12))
+labels = np.broadcast_to(labels, shape).astype(np.int32)
+cases = 0
+for size in ("3x3", "5x3", "9x9", "3x7"):
+    for cap, chunk, cm in ((None, 4, None), (2, 1, None), (None, 9, labels), (3, 2, labels)):
+        runs = []
+        for threads in range(1, 9):
+            ped = Pedestal(shape, 40, "float64", "fixed")
+            ped.push_dark(dark)
+            finder = FrozenFinder(ped, 3.0, size, cap, threads=threads, chunk_frames=chunk,
+                                  common_mode=cm)
+            result = finder.find(frames, branch_maps=True, progress=False)
+            runs.append((result, ped.state()))
+        (first, state), found = runs[0], int(runs[0][0]["n_found"].sum())
+        assert found > 40, (size, found)
+        if cap is not None:
+            assert (first["n_found"] > first["n_kept"]).any(), (size, cap)
+        for threads, (other, other_state) in enumerate(runs[1:], 2):
+            for name in ("frame_number", "y", "x", "window", "energy", "n_found", "n_kept",
+                         "branch_map"):
+                np.testing.assert_array_equal(first[name], other[name],
+                                              err_msg=f"{size} cap {cap} chunk {chunk} "
+                                              f"{threads} threads: {name}")
+            for key in ("s", "s2"):
+                np.testing.assert_array_equal(state[key], other_state[key])
+        cases += 1
+print("cases", cases)
+"""
+
+
+def test_every_thread_count_finds_what_one_thread_finds():
+    env = dict(os.environ, NUMBA_NUM_THREADS="8")
+    done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["cases", "16"]
