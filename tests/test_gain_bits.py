@@ -9,7 +9,7 @@ from live_helpers import live_cli
 
 from aare_lab import FinderSpec, FrozenFinder, GainBitsWarning, SerialFinder, find_clusters
 from aare_lab.cli import main
-from aare_lab.detector.jungfrau import GainBitsTally, gain_bits_per_frame
+from aare_lab.detector.jungfrau import ADC_MASK, GainBitsTally, gain_bits_per_frame
 from aare_lab.finders import CudaFinder
 from aare_lab.pipeline import train_pedestal
 from aare_lab.simulate import (
@@ -225,3 +225,19 @@ def test_cli_live_warns_for_the_dark_and_the_data_frames(run, tmp_path, capsys):
     assert lines[0].startswith("aare-lab live: GainBitsWarning: 1 pixels in 1 of 20 frames of ")
     assert "dark frames" in lines[0]
     assert "4 pixels in 2 of" in lines[1] and "--calibration FILE" in lines[1]
+
+
+def test_pixels_with_gain_bits_are_counted_per_frame_as_numpy_counts_them():
+    """Rows without such a pixel, rows with one at either end, whole frames of them, a
+    value one above the ADC's range, and a strided stack."""
+    rng = np.random.default_rng(2)
+    frames = rng.integers(0, ADC_MASK + 1, (6, 31, 45)).astype(np.uint16)
+    frames[1, 0, 0] = frames[1, 30, 44] = ADC_MASK + 1
+    frames[2] = rng.integers(ADC_MASK + 1, 1 << 16, (31, 45))
+    frames[4, 7, 3:40] = 0xC000
+    expected = (frames > ADC_MASK).sum(axis=(1, 2))
+    assert expected.tolist()[:3] == [0, 2, 31 * 45] and expected[4] == 37
+    np.testing.assert_array_equal(gain_bits_per_frame(frames), expected)
+    np.testing.assert_array_equal(gain_bits_per_frame(frames[:, ::2, 1::3]),
+                                  (frames[:, ::2, 1::3] > ADC_MASK).sum(axis=(1, 2)))
+    assert gain_bits_per_frame(frames[:0]).shape == (0,)

@@ -52,6 +52,8 @@ from aare_lab.frames import as_frame_stack
 from aare_lab.sources.files import input_record
 from aare_lab.storage.netcdf import read_netcdf, write_netcdf
 
+from ._gain_bit_loops import count_above
+
 #: The gain stages, and ``INVALID_GAIN``, the stage `decode` gives gain bits ``10``.
 GAIN_STAGES = ("G0", "G1", "G2")
 INVALID_GAIN = 3
@@ -105,11 +107,9 @@ def gain_bits_per_frame(frames: np.ndarray) -> np.ndarray:
     >>> gain_bits_per_frame(stack).tolist()
     [0, 2, 0]
     """
-    # One pass without a temporary settles the common case, frames within 14 bits: about
-    # 0.5 ms per 64 frames of 400x400 on one core, under 0.5 % of the CPU finders' time.
-    if int(frames.max(initial=0)) <= ADC_MASK:
-        return np.zeros(len(frames), np.int64)
-    return (frames > ADC_MASK).sum(axis=(1, 2))
+    counts = np.zeros(len(frames), np.int64)
+    count_above(frames, np.uint16(ADC_MASK), counts)
+    return counts
 
 
 class GainBitsTally:
