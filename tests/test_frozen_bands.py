@@ -3,11 +3,11 @@ eight Numba threads runs every thread count from 1 to 8 on small frames, where a
 few rows and a window reaches across several bands, and each must give the clusters,
 branch maps, counts and pedestal state of one thread.
 
-The frame step writes each frame's clusters while the next frame is classified and
-computes the next frame's edge rows as the frame ends (`aare_lab.finders._frozen.frame_step`):
-these cases cross every hand-over of it — chunks of one and of several frames, a cap that
-cuts frames, windows 3 to 9 rows tall, and common mode, which takes the path with the
-frame-wide estimate first. That one thread is the frozen model is `test_finders`'s.
+A band reads its neighbours' edge rows, loaded before any band pushes a pixel
+(`aare_lab.finders._frozen.load_edges`), and the clusters are written after every band has
+counted its stores (`write_frame`): these cases cross every hand-over — chunks of one and of
+several frames, a cap that cuts frames, windows 3 to 9 rows tall, and common mode, whose
+frame-wide estimate comes first. That one thread is the frozen model is `test_finders`'s.
 """
 
 import os

@@ -107,44 +107,13 @@ def load_edges(frame, off, s, N, v, corr, gs, ry, n_bands):
 
 
 @njit(**PARALLEL)
-def frame_step(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-               row_counts, stores, corr, gs, thresholds, n_bands, last, row_start, kept,
-               n_last, round_values, win, ys, xs, frames, following, v_next):
-    """One frame in ``n_bands`` bands of rows, one task each and one parallel region in all:
-    each band writes its rows' clusters of the frame before (`write_rows`), classifies its
-    rows (`classify_rows`) and, given the index of the frame after (``following`` >= 0),
-    computes its edge rows' values of that frame into ``v_next`` from its rows' state as its
-    pushes left it (no other band pushes them), so that the next step finds them ready.
+def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
+                   row_counts, stores, corr, gs, thresholds, n_bands):
+    """Classify every pixel, push QUIET_UPDATE pixels (corrected by ``corr``), count stores
+    (``row_counts``) and list their columns (``stores[i, :row_counts[i]]``).
 
-    The clusters of the frame before are written from ``last``, its values, with its
-    ``row_counts``, ``stores`` and ``row_start``, ``kept`` of them (none when ``kept`` < 0)
-    from row ``n_last``; a band reads its own rows' counts and stores before it classifies
-    its rows anew. ``last``, ``v`` and ``v_next`` are three distinct buffers: a band still
-    writing the frame before reads the edge rows another band may already have computed
-    for the frame after.
-    """
-    ny = v.shape[0]
-    for band in prange(n_bands):
-        y0, y1 = band_rows(np.int64(band), n_bands, ny)
-        if kept >= 0:
-            write_rows(y0, y1, last, row_counts, row_start, stores, kept, ry, rx,
-                       round_values, win, ys, xs, n_last)
-        classify_rows(y0, y1, frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                      codes, row_counts, stores, corr, gs, thresholds)
-        if following >= 0:
-            for i in range(y0, y1):
-                if is_edge(i, y0, y1, ry):
-                    value_row(i, frames[following], off, s, N, v_next, None, None)
-
-
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def classify_rows(y0, y1, frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                  row_counts, stores, corr, gs, thresholds):
-    """Classify the pixels of rows ``y0..y1-1`` (a band), push QUIET_UPDATE pixels
-    (corrected by ``corr``), count stores (``row_counts``) and list their columns
-    (``stores[i, :row_counts[i]]``); the band's edge rows have their values already.
-
-    The band walks its rows once: the values of row ``i + ry`` (unless an edge row), then
+    The frame is cut into ``n_bands`` bands of rows, one task each, after `load_edges`.
+    A band walks its rows once: the values of row ``i + ry`` (unless an edge row), then
     row ``i``'s windows, decision and push, so that each row's state is read while it is
     in cache. 3x3 windows inside the frame take `classify_three`, other 3-wide ones
     `add_three_taps`; wider windows the maximum from the `row_max` of their rows (the
@@ -157,63 +126,65 @@ def classify_rows(y0, y1, frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, 
     """
     ny, nx = v.shape
     ring = 2 * ry + 1
-    scratch = np.empty((4 + 2 * ring, nx), dtype=v.dtype)
-    thr, tot, m, x = scratch[0], scratch[1], scratch[2], scratch[3]
-    maxima = scratch[4:4 + ring]
-    # Each non-edge row's s / N from its values, for its push ry rows later.
-    resid = scratch[4 + ring:]
-    # Three taps a row: sum and maximum in one pass per window row (`add_three_taps`);
-    # wider: the maximum from each row's `row_max`, kept in the ring.
-    three = rx == 1 and nx >= 2
-    if not three:
-        for r in range(max(0, y0 - ry), min(ny, y0 + ry)):
-            row_max(v[r], rx, maxima[r % ring])
-    for i in range(y0, y1):
-        r = i + ry
-        if r < ny:
-            if not is_edge(r, y0, y1, ry):
-                value_resid_row(r, frame, off, s, N, v, corr, gs, resid[r % ring])
-            if not three:
+    for band in prange(n_bands):
+        y0, y1 = band_rows(np.int64(band), n_bands, ny)
+        scratch = np.empty((4 + 2 * ring, nx), dtype=v.dtype)
+        thr, tot, m, x = scratch[0], scratch[1], scratch[2], scratch[3]
+        maxima = scratch[4:4 + ring]
+        # Each non-edge row's s / N from its values, for its push ry rows later.
+        resid = scratch[4 + ring:]
+        # Three taps a row: sum and maximum in one pass per window row (`add_three_taps`);
+        # wider: the maximum from each row's `row_max`, kept in the ring.
+        three = rx == 1 and nx >= 2
+        if not three:
+            for r in range(max(0, y0 - ry), min(ny, y0 + ry)):
                 row_max(v[r], rx, maxima[r % ring])
-        if thresholds is None:
-            thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr)
-        else:
-            thr[:] = thresholds[i]
-        if gs is not None:
-            kev_thresholds_row(gs[1], i, thr)
-        if gs is None and ry == 1 and three and 0 < i < ny - 1:
-            # 3x3 inside the frame: the window and decision in one pass; the row's two
-            # end pixels tap by tap.
-            count = classify_three(v[i - 1], v[i], v[i + 1], thr, c3, codes[i])
-            for j in (0, nx - 1):
-                t, mm = window_taps(v, i, j, -1, 1, 1, thr[j] - thr[j], v[i, j])
-                code = classify(v[i, j], thr[j], mm, t, c3)
-                codes[i, j] = code
-                count += is_store(code)
-        else:
-            tot[:] = 0
-            if three:
-                m[:] = v[i]
-                for a in range(max(-ry, -i), min(ry, ny - 1 - i) + 1):
-                    add_three_taps(v[i + a], tot, m)
+        for i in range(y0, y1):
+            r = i + ry
+            if r < ny:
+                if not is_edge(r, y0, y1, ry):
+                    value_resid_row(r, frame, off, s, N, v, corr, gs, resid[r % ring])
+                if not three:
+                    row_max(v[r], rx, maxima[r % ring])
+            if thresholds is None:
+                thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr)
             else:
-                window_max(maxima, i, ry, ny, m)
-                for a in range(max(-ry, -i), min(ry, ny - 1 - i) + 1):
-                    add_taps(v[i + a], rx, tot)
-            count = 0
-            for j in range(nx):
-                code = classify(v[i, j], thr[j], m[j], tot[j], c3)
-                if gs is not None:
-                    code = gated(code, gs[3][i, j])
-                codes[i, j] = code
-                count += is_store(code)
-        row_counts[i] = count
-        if count > 0:
-            list_stores(codes[i], stores[i])
-        if is_edge(i, y0, y1, ry):
-            push_row(i, codes, frame, off, s, s2, N, x, corr, gs, None)
-        else:
-            push_row(i, codes, frame, off, s, s2, N, x, corr, gs, resid[i % ring])
+                thr[:] = thresholds[i]
+            if gs is not None:
+                kev_thresholds_row(gs[1], i, thr)
+            if gs is None and ry == 1 and three and 0 < i < ny - 1:
+                # 3x3 inside the frame: the window and decision in one pass; the row's two
+                # end pixels tap by tap.
+                count = classify_three(v[i - 1], v[i], v[i + 1], thr, c3, codes[i])
+                for j in (0, nx - 1):
+                    t, mm = window_taps(v, i, j, -1, 1, 1, thr[j] - thr[j], v[i, j])
+                    code = classify(v[i, j], thr[j], mm, t, c3)
+                    codes[i, j] = code
+                    count += is_store(code)
+            else:
+                tot[:] = 0
+                if three:
+                    m[:] = v[i]
+                    for a in range(max(-ry, -i), min(ry, ny - 1 - i) + 1):
+                        add_three_taps(v[i + a], tot, m)
+                else:
+                    window_max(maxima, i, ry, ny, m)
+                    for a in range(max(-ry, -i), min(ry, ny - 1 - i) + 1):
+                        add_taps(v[i + a], rx, tot)
+                count = 0
+                for j in range(nx):
+                    code = classify(v[i, j], thr[j], m[j], tot[j], c3)
+                    if gs is not None:
+                        code = gated(code, gs[3][i, j])
+                    codes[i, j] = code
+                    count += is_store(code)
+            row_counts[i] = count
+            if count > 0:
+                list_stores(codes[i], stores[i])
+            if is_edge(i, y0, y1, ry):
+                push_row(i, codes, frame, off, s, s2, N, x, corr, gs, None)
+            else:
+                push_row(i, codes, frame, off, s, s2, N, x, corr, gs, resid[i % ring])
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -269,29 +240,20 @@ def window_max(maxima, i, ry, ny, m):
                 m[j] = max(m[j], mr[j])
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def write_rows(y0, y1, v, row_counts, row_start, stores, kept, ry, rx, round_values,
-               win, ys, xs, n_out):
-    """Write the clusters of rows ``y0..y1-1`` among the frame's first ``kept`` in raster
-    order, from row ``n_out``: row ``i``'s at the columns ``stores[i, :row_counts[i]]``."""
-    for i in range(y0, y1):
+@njit(**PARALLEL)
+def write_frame(v, row_counts, row_start, stores, kept, ry, rx, round_values,
+                win, ys, xs, n_out):
+    """Write the first ``kept`` clusters of the frame in raster order from row ``n_out``:
+    row ``i``'s at the columns ``stores[i, :row_counts[i]]``."""
+    ny = v.shape[0]
+    for row in prange(ny):
+        i = np.int64(row)
         k0 = row_start[i]
         for c in range(min(row_counts[i], kept - k0)):
             j = stores[i, c]
             store_window(v, i, j, ry, rx, round_values, win, n_out + k0 + c)
             ys[n_out + k0 + c] = i
             xs[n_out + k0 + c] = j
-
-
-@njit(**PARALLEL)
-def write_frame(v, row_counts, row_start, stores, kept, ry, rx, round_values,
-                win, ys, xs, n_out, n_bands):
-    """`write_rows` of every band: the last frame of a chunk, which no step follows."""
-    ny = v.shape[0]
-    for band in prange(n_bands):
-        y0, y1 = band_rows(np.int64(band), n_bands, ny)
-        write_rows(y0, y1, v, row_counts, row_start, stores, kept, ry, rx, round_values,
-                   win, ys, xs, n_out)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -308,21 +270,16 @@ def estimate_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, labels, f, c
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def classify_raw(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                 row_counts, stores, cm, gs, n_bands, last, row_start, kept, n_last,
-                 round_values, win, ys, xs, frames, following, v_next):
+                 row_counts, stores, cm, gs, n_bands):
     """Frame ``f``'s values (common mode with ``cm``, keV with ``gs``), codes and pushes,
-    in ``n_bands`` bands of rows, in its `frame_step` (which takes the arguments from
-    ``last`` on).
+    in ``n_bands`` bands of rows.
 
-    ``frame`` holds the counts, or with ``gs`` the ADC values `decode_frame` wrote. Without
-    either, the edge rows' values are there already (the step before computed them).
+    ``frame`` holds the counts, or with ``gs`` the ADC values `decode_frame` wrote.
     """
     if cm is None:
-        if gs is not None:
-            load_edges(frame, off, s, N, v, None, gs, ry, n_bands)
-        frame_step(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                   row_counts, stores, None, gs, None, n_bands, last, row_start, kept, n_last,
-                   round_values, win, ys, xs, frames, following, v_next)
+        load_edges(frame, off, s, N, v, None, gs, ry, n_bands)
+        classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
+                       codes, row_counts, stores, None, gs, None, n_bands)
     else:
         thr, corr = cm[6], cm[7]
         if gs is None:
@@ -331,9 +288,8 @@ def classify_raw(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
             estimate_labels(cm[0], gs[3], gs[4])
             estimate_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, gs[4], f, cm)
         load_edges(frame, off, s, N, v, corr, gs, ry, n_bands)
-        frame_step(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                   row_counts, stores, corr, gs, thr, n_bands, last, row_start, kept, n_last,
-                   round_values, win, ys, xs, frames, following, v_next)
+        classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
+                       codes, row_counts, stores, corr, gs, thr, n_bands)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -343,41 +299,24 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
     """Run the frozen model over ``frames`` (n, ny, nx), advancing the pedestal in place.
 
     Clusters are appended to ``win``/``ys``/``xs`` from row ``n_out`` on, in raster
-    order of their centre, at most ``cap`` per frame (``cap < 0``: no capacity). ``v``
-    holds three frames' values (3, ny, nx), used in turn (`frame_step`); ``codes`` is
-    scratch of the frame's shape. ``cm`` is None, or the common-mode tuple of
+    order of their centre, at most ``cap`` per frame (``cap < 0``: no capacity). ``v`` and
+    ``codes`` are scratch of the frame's shape. ``cm`` is None, or the common-mode tuple of
     `aare_lab.finders.base.CpuFinder` (labels, scratch, and the per-frame offsets and pixel
     counts it fills); ``gs`` None, or its gain-switching tuple (the calibration, scratch,
     and the per-frame flagged pixels it fills). Returns the (possibly reallocated) buffers
-    and the new row count. ``n_bands``: bands of rows, one per thread.
-
-    Each frame is one `frame_step` (a parallel region), which also writes the clusters of
-    the frame before, once their count is known and room reserved for them; the last
-    frame's are written after the loop. Without common mode and gain switching a step also
-    computes the next frame's edge rows; with either, the frame-wide estimate or decoding
-    comes first, then `load_edges`.
+    and the new row count. ``n_bands``: bands of rows (`classify_frame`), one per thread.
     """
     nf, ny = frames.shape[:2]
-    stores = np.empty(codes.shape, np.int32)
-    ahead = cm is None and gs is None
-    if ahead and nf > 0:
-        load_edges(frames[0], off, s, N, v[0], None, None, ry, n_bands)
-    kept_last, n_last = -1, n_out
+    stores = np.empty(v.shape, np.int32)
     for f in range(nf):
-        following = f + 1 if ahead and f + 1 < nf else -1
-        last, v_next = v[(f + 2) % 3], v[(f + 1) % 3]
         if gs is None:
-            classify_raw(frames[f], f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx,
-                         v[f % 3], codes, row_counts, stores, cm, None, n_bands, last,
-                         row_start, kept_last, n_last, round_values, win, ys, xs, frames,
-                         following, v_next)
+            classify_raw(frames[f], f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
+                         codes, row_counts, stores, cm, None, n_bands)
         else:
             _, gain, adc, status, _, row_flagged, out_flagged = gs
             out_flagged[f] = decode_frame(frames[f], gain, adc, status, row_flagged)
-            classify_raw(adc, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx,
-                         v[f % 3], codes, row_counts, stores, cm, gs, n_bands, last,
-                         row_start, kept_last, n_last, round_values, win, ys, xs, frames,
-                         following, v_next)
+            classify_raw(adc, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
+                         codes, row_counts, stores, cm, gs, n_bands)
         total = 0
         for i in range(ny):
             row_start[i] = total
@@ -386,13 +325,11 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
         n_found[f] = total
         n_kept[f] = kept
         win, ys, xs = reserve(win, ys, xs, n_out + kept)
-        kept_last, n_last = kept, n_out
+        write_frame(v, row_counts, row_start, stores, kept, ry, rx, round_values,
+                    win, ys, xs, n_out)
         n_out += kept
         if map_slot[f] >= 0:
             maps[map_slot[f]] = codes
-    if nf > 0:
-        write_frame(v[(nf - 1) % 3], row_counts, row_start, stores, kept_last, ry, rx,
-                    round_values, win, ys, xs, n_last, n_bands)
     return win, ys, xs, n_out
 
 

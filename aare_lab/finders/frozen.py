@@ -32,8 +32,6 @@ class FrozenFinder(CpuFinder):
             raise ValueError(f"threads must be between 1 and {max_threads()}, got {threads!r}")
         self.threads = threads
         ny = self.pedestal.frame_shape[0]
-        # Three frames' values, used in turn (`aare_lab.finders._frozen.frame_step`).
-        self._values = np.empty((3, *self.pedestal.frame_shape), self.pedestal.dtype)
         self._row_counts = np.zeros(ny, np.int64)
         self._row_start = np.zeros(ny, np.int64)
 
@@ -43,7 +41,7 @@ class FrozenFinder(CpuFinder):
         numba.set_num_threads(self.threads or max_threads())
         try:
             return frozen_chunk(frames, *self._kernel_args(), cap, round_values,
-                                self._values, self._codes, self._row_counts, self._row_start,
+                                self._v, self._codes, self._row_counts, self._row_start,
                                 win, ys, xs, 0, n_found, n_kept, map_slot, maps, cm, gs)
         finally:
             numba.set_num_threads(previous)
