@@ -154,7 +154,7 @@ def _find(run: Run, task: RunTask, attempt: Path) -> tuple[dict, xr.DataArray]:
     def count(batch, energies: np.ndarray) -> None:
         nonlocal truncated
         counted.add(energies)
-        truncated += int(np.count_nonzero(batch.n_found > batch.n_kept))
+        truncated += int(np.count_nonzero(batch.truncated))
 
     with ThreadPoolExecutor(1) as saver:
         # As trained, before the data frames move it; written while the finder works.

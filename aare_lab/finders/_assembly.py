@@ -303,7 +303,7 @@ class RunTally:
     def add(self, batch) -> None:
         """Count one batch."""
         self.n_frames += len(batch.frame_numbers)
-        over = batch.n_found > batch.n_kept
+        over = batch.truncated
         if over.any():
             self._over.append((batch.frame_numbers[over], batch.n_found[over],
                                batch.n_kept[over]))

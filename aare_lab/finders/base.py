@@ -82,6 +82,11 @@ class ClusterBatch(NamedTuple):
         """Each kept cluster's frame number (a new array)."""
         return repeat(self.frame_numbers, self.kept_ends())
 
+    @property
+    def truncated(self) -> np.ndarray:
+        """Per frame, whether the cap cut its clusters (it found more than it kept)."""
+        return self.n_found > self.n_kept
+
     def kept_ends(self) -> np.ndarray:
         """The clusters kept up to each frame: frame ``k``'s are the rows
         ``ends[k - 1]:ends[k]``.

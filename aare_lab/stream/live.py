@@ -369,7 +369,7 @@ class LiveRun:
         self.n_clusters += len(batch.windows)
         if batch.n_flagged is not None:
             self.n_flagged += int(batch.n_flagged.sum())
-        over = batch.n_found > batch.n_kept
+        over = batch.truncated
         if over.any():
             self.truncated += int(over.sum())
             self._cut += int((batch.n_found - batch.n_kept).sum())

@@ -522,7 +522,7 @@ class _Consumer:
         batch = finder.process_chunk(chunk.frames, chunk.numbers)
         self._note_gain_bits(finder)
         return (len(batch.windows), window_energies(batch.windows),
-                int((batch.n_found > batch.n_kept).sum()))
+                int(batch.truncated.sum()))
 
     def _note_gain_bits(self, finder) -> None:
         """Note the chunk's pixels with gain bits at once (a beamtime can still act on it);
