@@ -6,10 +6,10 @@ already mapped, as the GPU's pinned output is, and times, with T threads of
 `aare_lab.runtime.parallel`, each part of what the sink does per batch: the copies of the four
 per-cluster fields, the energies (`aare_lab.model.results.window_energies` over the copied
 windows), both one after the other (the sink before b8b8d08), and the sink's own work
-(``_assembly._cluster_work``: the windows copied and summed in one pass and, since
-58d40af, the frame numbers written from the clusters per frame instead
-of copied); each into result memory that is fresh (`aare_lab.runtime.result_memory` given back
-first) or reused.
+(`aare_lab.finders._assembly_loops.copy_clusters`: the windows copied and summed in one
+pass and the frame numbers written from the clusters per frame, on T of Numba's threads;
+before 07decf4 the same pass ran on T threads of the Python pool); each into result memory
+that is fresh (`aare_lab.runtime.result_memory` given back first) or reused.
 
 ``bytes`` and GB/s count the four fields of each cluster, the frame number among them,
 which the sink now writes without reading (its GB/s are 8 bytes per cluster generous).
@@ -27,6 +27,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numba
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
@@ -34,8 +35,9 @@ sys.path.insert(0, str(HERE))
 from records import git_commit, write_record  # noqa: E402
 
 from aare_lab.runtime import parallel, result_memory  # noqa: E402
-from aare_lab.finders import _assembly  # noqa: E402
+from aare_lab.finders._assembly_loops import copy_clusters  # noqa: E402
 from aare_lab.finders.base import ClusterBatch  # noqa: E402
+from aare_lab.model.clipping import tap_limits  # noqa: E402
 from aare_lab.model.params import parse_cluster_size  # noqa: E402
 from aare_lab.model.results import window_energies  # noqa: E402
 
@@ -69,8 +71,17 @@ def variants(src: dict, clusters: ClusterBatch, dst: dict, energy: np.ndarray) -
         copies(a, b)
         energies(a, b)
 
-    return {"copies": copies, "energies": energies, "copy_then_sum": copy_then_sum,
-            "sink": _assembly._cluster_work(clusters, dst, energy)}
+    return {"copies": copies, "energies": energies, "copy_then_sum": copy_then_sum}
+
+
+def sink_pass(clusters: ClusterBatch, dst: dict, energy: np.ndarray, threads: int) -> None:
+    """The memory sink's pass over one batch (`MemorySink.add`), in ``threads`` pieces on as
+    many of Numba's threads."""
+    n = len(clusters.cluster_y)
+    copy_clusters(clusters.frame_numbers, clusters.kept_ends(), clusters.cluster_y,
+                  clusters.cluster_x, clusters.windows.reshape(n, -1), dst["cluster_frame"],
+                  dst["cluster_y"], dst["cluster_x"], dst["windows"].reshape(n, -1), energy,
+                  True, *tap_limits(np.int32), np.zeros(0, np.uint8), threads)
 
 
 def timed(work, n, nbytes, threads, memory, src, clusters, repeats):
@@ -82,9 +93,14 @@ def timed(work, n, nbytes, threads, memory, src, clusters, repeats):
         energy = result_memory.empty(n, np.float64)
         if work == "energies":
             parallel.parallel_copy(src["windows"], dst["windows"])
-        fn = variants(src, clusters, dst, energy)[work]
-        t0 = time.perf_counter()
-        parallel.parallel_ranges(fn, n, nbytes, pool=f"bench{threads}")
+        if work == "sink":
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            t0 = time.perf_counter()
+            sink_pass(clusters, dst, energy, threads)
+        else:
+            fn = variants(src, clusters, dst, energy)[work]
+            t0 = time.perf_counter()
+            parallel.parallel_ranges(fn, n, nbytes, pool=f"bench{threads}")
         seconds.append(time.perf_counter() - t0)
         del dst, energy
     return seconds

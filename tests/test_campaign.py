@@ -424,6 +424,27 @@ def test_the_clusters_made_here_start_workers_without_dasks_malloc_trim(make, mo
     assert dask.config.get("distributed.nanny.pre-spawn-environ") == before
 
 
+def _thread_settings():
+    import numba
+    return (*(os.environ.get(name) for name in cluster.THREAD_VARIABLES),
+            numba.config.NUMBA_NUM_THREADS)
+
+
+def test_local_workers_share_the_cores_unless_told(monkeypatch):
+    """Two worker processes each get half the cores (at least one) for Numba's threads and
+    the copy pools; a variable set in this process is what they inherit instead."""
+    for name in cluster.THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    share = max(1, len(os.sched_getaffinity(0)) // 2)
+    with cluster.local_cluster(2) as made, distributed.Client(made) as client:
+        seen = set(client.run(_thread_settings).values())
+    assert seen == {(str(share), str(share), share)}
+    monkeypatch.setenv("NUMBA_NUM_THREADS", "3")
+    with cluster.local_cluster(2) as made, distributed.Client(made) as client:
+        seen = set(client.run(_thread_settings).values())
+    assert seen == {("3", str(share), 3)}
+
+
 @pytest.mark.parametrize("make", ["local_cluster(1)", "gpu_cluster(['0'])"])
 def test_a_cluster_made_first_in_a_fresh_process_keeps_dasks_config(make):
     """In a process that has not imported distributed yet (a script's first campaign), the

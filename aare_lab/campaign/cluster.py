@@ -22,15 +22,26 @@ GPU_VARIABLE = "CUDA_VISIBLE_DEVICES"
 UNSET_MALLOC_TRIM = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
 
 
-def _workers_without_malloc_trim():
-    """dask's config with `UNSET_MALLOC_TRIM`, for the workers started inside it."""
+#: What bounds a worker's threads: Numba's (the CPU finders' loops, the result's assembly)
+#: and the copy pools' (`aare_lab.runtime.parallel`).
+THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "AARE_LAB_COPY_THREADS")
+
+
+def _worker_environment(threads: int | None = None):
+    """dask's config with `UNSET_MALLOC_TRIM`, for the workers started inside it; given
+    ``threads``, each worker also gets that many threads of `THREAD_VARIABLES` (those this
+    process's environment does not set: the workers inherit them)."""
     import dask
     # Imported first: distributed adds its defaults to dask's config on its first import,
     # and a setting made before them takes them all away on leaving (KeyError 'distributed'
     # in every later dask call).
     import distributed  # noqa: F401
 
-    return dask.config.set(UNSET_MALLOC_TRIM)
+    settings = dict(UNSET_MALLOC_TRIM)
+    if threads is not None:
+        settings.update({f"distributed.nanny.pre-spawn-environ.{name}": str(threads)
+                         for name in THREAD_VARIABLES if name not in os.environ})
+    return dask.config.set(settings)
 
 
 def visible_gpus() -> list[str]:
@@ -79,7 +90,7 @@ def gpu_cluster(gpus: list[str]):
     require_gpus(gpus, "leave out --gpus, or run where the GPUs are")
     from distributed import Nanny, Scheduler, SpecCluster
 
-    with _workers_without_malloc_trim():
+    with _worker_environment():
         try:
             from dask_cuda import LocalCUDACluster
         except ImportError:
@@ -96,13 +107,20 @@ def gpu_cluster(gpus: list[str]):
 
 def local_cluster(workers: int | None = None, processes: bool = True):
     """A `distributed.LocalCluster` of ``workers`` one-thread workers (default: one per
-    core); ``processes=False`` keeps them in this process (tests, notebooks)."""
+    core); ``processes=False`` keeps them in this process (tests, notebooks).
+
+    Each worker process spreads its finder's work over its share of the cores (``cores //
+    workers``, at least one; `THREAD_VARIABLES`, unless set here): every worker on every
+    core would oversubscribe them, and Numba's OpenMP threads keep spinning for a while
+    after each parallel region, taking the cores from the other workers' finders.
+    """
     from distributed import LocalCluster
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    with _workers_without_malloc_trim():
-        return LocalCluster(n_workers=workers or cores or 1, threads_per_worker=1,
-                            processes=processes, silence_logs=40)
+    n = workers or cores or 1
+    with _worker_environment(max(1, (cores or 1) // n)):
+        return LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
+                            silence_logs=40)
 
 
 @contextmanager
