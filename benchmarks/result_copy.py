@@ -6,10 +6,11 @@ already mapped, as the GPU's pinned output is, and times, with T threads of
 `aare_lab.runtime.parallel`, each part of what the sink does per batch: the copies of the four
 per-cluster fields, the energies (`aare_lab.model.results.window_energies` over the copied
 windows), both one after the other (the sink before b8b8d08), and the sink's own work
-(`aare_lab.finders._assembly_loops.copy_clusters`: the windows copied and summed in one
-pass and the frame numbers written from the clusters per frame, on T of Numba's threads;
-before 07decf4 the same pass ran on T threads of the Python pool); each into result memory
-that is fresh (`aare_lab.runtime.result_memory` given back first) or reused.
+(`aare_lab.finders._assembly_loops.copy_cluster_range`: the windows copied and summed in one
+pass and the frame numbers written from the clusters per frame), on the pool as after the
+GPU finder (``sink``) and as one parallel region on T of Numba's threads, as after a CPU
+finder (``sink_numba``); each into result memory that is fresh
+(`aare_lab.runtime.result_memory` given back first) or reused.
 
 ``bytes`` and GB/s count the four fields of each cluster, the frame number among them,
 which the sink now writes without reading (its GB/s are 8 bytes per cluster generous).
@@ -35,7 +36,7 @@ sys.path.insert(0, str(HERE))
 from records import git_commit, write_record  # noqa: E402
 
 from aare_lab.runtime import parallel, result_memory  # noqa: E402
-from aare_lab.finders._assembly_loops import copy_clusters  # noqa: E402
+from aare_lab.finders._assembly_loops import copy_cluster_range, copy_clusters  # noqa: E402
 from aare_lab.finders.base import ClusterBatch  # noqa: E402
 from aare_lab.model.clipping import tap_limits  # noqa: E402
 from aare_lab.model.params import parse_cluster_size  # noqa: E402
@@ -71,17 +72,20 @@ def variants(src: dict, clusters: ClusterBatch, dst: dict, energy: np.ndarray) -
         copies(a, b)
         energies(a, b)
 
-    return {"copies": copies, "energies": energies, "copy_then_sum": copy_then_sum}
+    def sink(a, b):
+        copy_cluster_range(*sink_columns(clusters, dst, energy), a, b)
+
+    return {"copies": copies, "energies": energies, "copy_then_sum": copy_then_sum,
+            "sink": sink}
 
 
-def sink_pass(clusters: ClusterBatch, dst: dict, energy: np.ndarray, threads: int) -> None:
-    """The memory sink's pass over one batch (`MemorySink.add`), in ``threads`` pieces on as
-    many of Numba's threads."""
+def sink_columns(clusters: ClusterBatch, dst: dict, energy: np.ndarray) -> tuple:
+    """What `MemorySink.add` hands the compiled copy, for int32 windows."""
     n = len(clusters.cluster_y)
-    copy_clusters(clusters.frame_numbers, clusters.kept_ends(), clusters.cluster_y,
-                  clusters.cluster_x, clusters.windows.reshape(n, -1), dst["cluster_frame"],
-                  dst["cluster_y"], dst["cluster_x"], dst["windows"].reshape(n, -1), energy,
-                  True, *tap_limits(np.int32), np.zeros(0, np.uint8), threads)
+    return (clusters.frame_numbers, clusters.kept_ends(), clusters.cluster_y,
+            clusters.cluster_x, clusters.windows.reshape(n, -1), dst["cluster_frame"],
+            dst["cluster_y"], dst["cluster_x"], dst["windows"].reshape(n, -1), energy, True,
+            *tap_limits(np.int32), np.zeros(0, np.uint8))
 
 
 def timed(work, n, nbytes, threads, memory, src, clusters, repeats):
@@ -93,10 +97,10 @@ def timed(work, n, nbytes, threads, memory, src, clusters, repeats):
         energy = result_memory.empty(n, np.float64)
         if work == "energies":
             parallel.parallel_copy(src["windows"], dst["windows"])
-        if work == "sink":
+        if work == "sink_numba":
             numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
             t0 = time.perf_counter()
-            sink_pass(clusters, dst, energy, threads)
+            copy_clusters(*sink_columns(clusters, dst, energy), threads)
         else:
             fn = variants(src, clusters, dst, energy)[work]
             t0 = time.perf_counter()
@@ -123,7 +127,7 @@ def main(argv=None):
         for threads in map(int, args.threads.split(",")):
             parallel.MAX_THREADS[f"bench{threads}"] = threads
             for memory in ("fresh", "reused"):
-                for work in ("copies", "energies", "copy_then_sum", "sink"):
+                for work in ("copies", "energies", "copy_then_sum", "sink", "sink_numba"):
                     s = timed(work, args.clusters, nbytes, threads, memory, src, clusters,
                               args.repeats)
                     case = {"cluster_size": size, "threads": threads, "memory": memory,

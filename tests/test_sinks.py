@@ -95,9 +95,12 @@ def test_a_batch_whose_counts_miss_its_clusters_is_refused(run):
                                   np.repeat(batch.frame_numbers, batch.n_kept))
 
 
-def test_int16_taps_at_the_limits_are_counted_per_frame_in_the_copying_pass(small_shares):
+@pytest.mark.parametrize("on_numba_threads", [False, True], ids=["pool", "numba"])
+def test_int16_taps_at_the_limits_are_counted_per_frame_in_the_copying_pass(small_shares,
+                                                                             on_numba_threads):
     """The memory sink counts each window's taps at the limits while it copies the windows
-    (on four threads, frames split between them) and sums them per frame: the count NumPy
+    (in four pieces, frames split between them, on the result pool's threads as after the
+    GPU or on Numba's as after a CPU finder) and sums them per frame: the count NumPy
     gives, frame by frame, and `clipped_taps`' of the file sink and the live path."""
     rng = np.random.default_rng(4)
     n_kept = np.array([0, 40, 0, 0, 25, 70, 0, 33, 1, 0])
@@ -109,7 +112,8 @@ def test_int16_taps_at_the_limits_are_counted_per_frame_in_the_copying_pass(smal
                          np.zeros(len(windows), np.int32), windows,
                          np.zeros((0, 4, 4), np.uint8), np.zeros(0, np.int64))
     empty = ClusterBatch(*(v[:0] for v in batch[:8]))
-    sink = MemorySink(empty, lambda **fields: fields, False)
+    sink = MemorySink(empty, lambda **fields: fields, False,
+                      on_numba_threads=on_numba_threads)
     sink.add(batch)
     sink.add(batch._replace(frame_numbers=numbers + 100))
     per_window = (hits.sum(axis=(1, 2)))
@@ -122,6 +126,9 @@ def test_int16_taps_at_the_limits_are_counted_per_frame_in_the_copying_pass(smal
     np.testing.assert_array_equal(result["windows"], np.concatenate([windows, windows]))
     np.testing.assert_array_equal(result["energy"],
                                   np.tile(windows.sum(axis=(1, 2), dtype=float), 2))
+    np.testing.assert_array_equal(result["cluster_frame"],
+                                  np.tile(np.repeat(numbers, n_kept), 2) + np.repeat([0, 100],
+                                                                                    n_kept.sum()))
 
 
 @pytest.mark.parametrize("pieces", [1, 3, 7])

@@ -7,8 +7,8 @@ the first batch's cluster density, and hands views of them to the Dataset: one c
 value, no concatenation, no fresh allocation per chunk once the run's density is known.
 It writes each cluster's frame number straight into its column, from the batch's clusters
 per frame, sums the energies and, for int16 windows, counts the taps at the limits, all in
-the one pass that copies the clusters, a parallel region on Numba's threads
-(`aare_lab.finders._assembly_loops`). The file sink writes each batch
+the one pass that copies the clusters (`aare_lab.finders._assembly_loops`), on Numba's
+threads after a CPU finder, on the result pool's after the GPU's. The file sink writes each batch
 (`aare_lab.storage.result_store`), with the energies summed on a few threads and the taps at the
 limits counted by `aare_lab.model.clipping.clipped_taps`.
 """
@@ -35,7 +35,7 @@ from aare_lab.runtime.parallel import parallel_copy, parallel_ranges
 from aare_lab.runtime.repeat import repeat
 from aare_lab.storage.result_store import DEFAULT_COMPRESSION, ResultWriter
 
-from ._assembly_loops import copy_clusters, piece_count
+from ._assembly_loops import copy_cluster_range, copy_clusters, piece_count
 
 #: Fields of a `ClusterBatch` with a row per kept cluster, and per branch map; every other
 #: field (not None) has a row per frame.
@@ -139,11 +139,16 @@ class MemorySink:
         The branch maps asked for: True (all), False, or frame numbers.
     n_frames, n_clusters
         The frames and clusters expected, when known (None: grown as they come).
+    on_numba_threads
+        Copy each batch in a parallel region on Numba's threads (after a CPU finder, whose
+        threads those are) rather than on the result pool (`aare_lab.runtime.parallel`).
     """
 
     def __init__(self, empty, make: Callable[..., xr.Dataset], want: bool | set[int],
-                 n_frames: int | None = None, n_clusters: int | None = None):
+                 n_frames: int | None = None, n_clusters: int | None = None,
+                 on_numba_threads: bool = False):
         self._make = make
+        self._on_numba_threads = on_numba_threads
         self._fields = {name: GrowingRows(value) for name, value in _layout(empty, want).items()}
         self._energy = GrowingRows(np.zeros(0))
         # Per frame, int16 windows' taps at the limits: counted per window in the pass that
@@ -178,10 +183,14 @@ class MemorySink:
         windows = batch.windows
         integer = windows.dtype.kind == "i"
         low, high = tap_limits(windows.dtype) if integer else (0, 0)
-        copy_clusters(batch.frame_numbers, batch.kept_ends(), batch.cluster_y, batch.cluster_x,
-                      _flat(windows), targets["cluster_frame"],
-                      targets["cluster_y"], targets["cluster_x"], _flat(targets["windows"]),
-                      energies, integer, low, high, at_limits, piece_count(k * row))
+        columns = (batch.frame_numbers, batch.kept_ends(), batch.cluster_y, batch.cluster_x,
+                   _flat(windows), targets["cluster_frame"], targets["cluster_y"],
+                   targets["cluster_x"], _flat(targets["windows"]), energies, integer, low,
+                   high, at_limits)
+        if self._on_numba_threads:
+            copy_clusters(*columns, piece_count(k * row))
+        else:
+            parallel_ranges(lambda a, b: copy_cluster_range(*columns, a, b), k, k * row)
         for name, rows in fields.items():
             if name not in CLUSTER_FIELDS:
                 src = getattr(batch, name)

@@ -165,6 +165,9 @@ class Finder(ABC):
     name: ClassVar[str]
     #: Frames per chunk when ``chunk_frames`` is not given.
     default_chunk_frames: ClassVar[int] = 64
+    #: Whether a result in memory is copied on Numba's threads (`MemorySink`): where the
+    #: finder itself worked, so that no other pool fights them for the cores.
+    assembles_on_numba_threads: ClassVar[bool] = False
 
     def __init__(self, pedestal: Pedestal, n_sigma: float = 5.0,
                  cluster_size: int | str | tuple[int, int] = (3, 3),
@@ -328,7 +331,8 @@ class Finder(ABC):
         # worker threads still fill the result's buffers, or half-way through a write.
         with interrupt.deferred_interrupts():
             if out is None:
-                sink = MemorySink(self._empty_batch(), make, want, n_frames=source.n_frames)
+                sink = MemorySink(self._empty_batch(), make, want, n_frames=source.n_frames,
+                                  on_numba_threads=self.assembles_on_numba_threads)
             else:
                 sink = FileSink(out, self._empty_batch(), make, want, overwrite=overwrite,
                                 compression=compression, frames_expected=source.n_frames)
@@ -485,7 +489,8 @@ class Finder(ABC):
         dark = assess_dark(self.pedestal, self.spec.n_sigma)
         sink = MemorySink(self._empty_batch(), self._result_maker(dark), want,
                           n_frames=sum(len(b.frame_numbers) for b in batches),
-                          n_clusters=sum(len(b.cluster_y) for b in batches))
+                          n_clusters=sum(len(b.cluster_y) for b in batches),
+                          on_numba_threads=self.assembles_on_numba_threads)
         tally = self._collect(batches, sink, want)
         return self._report(sink.result(), tally, dark, "the frames", warn)
 
@@ -574,6 +579,8 @@ class Finder(ABC):
 
 class CpuFinder(Finder):
     """A finder whose chunk loop is compiled with Numba and runs in this process."""
+
+    assembles_on_numba_threads = True
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
