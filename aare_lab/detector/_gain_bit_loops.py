@@ -1,8 +1,8 @@
 """The compiled count of the pixels with gain bits, frames on Numba's threads.
 
 Run right before a CPU finder's loop, on the threads that loop uses: one pass over a
-chunk, spread over the cores, where a NumPy pass on the calling thread alone took about
-8 % of the frozen finder's time on 16 cores.
+chunk, spread over the cores. A NumPy pass on the calling thread alone takes about 0.5 ms
+per 64 MÖNCH frames, against 7-9 ms for the frozen finder's 64 frames on 16 cores.
 """
 
 from numba import njit, prange
