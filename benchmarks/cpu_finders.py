@@ -303,6 +303,9 @@ def main(argv=None):
     parser.add_argument("--no-aare", action="store_true", help="time aare_lab only")
     parser.add_argument("--ab", type=Path, metavar="OTHER_TREE",
                         help="a checkout of another commit, timed in turns with this tree")
+    parser.add_argument("--ab-commit", metavar="COMMIT",
+                        help="the commit OTHER_TREE holds, for the record, where git cannot "
+                             "tell (a `git archive` of it, a copy on another machine)")
     parser.add_argument("--no-cold-start", action="store_true")
     parser.add_argument("--out", type=Path, default=HERE / "results")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
@@ -349,7 +352,9 @@ def main(argv=None):
         record = {
             "benchmark": "cpu_finders", "date": datetime.now(timezone.utc).isoformat(),
             "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
-            "trees": {name: {"path": str(path), "git_commit": git_commit(path), **info[name]}
+            "trees": {name: {"path": str(path),
+                             "git_commit": (args.ab_commit if name == "other" and args.ab_commit
+                                            else git_commit(path)), **info[name]}
                       for name, path in trees.items()},
             "host": {"cpu": cpu_name(), "cores": os.cpu_count(),
                      "load_average_at_start": os.getloadavg(), "platform": platform.platform()},

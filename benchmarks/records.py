@@ -20,14 +20,21 @@ TREE = HERE.parent
 
 
 def git_commit(tree: Path = TREE) -> str:
-    """HEAD of ``tree``, with ``+dirty`` when its working tree differs from it.
+    """HEAD of ``tree``, with ``+dirty`` when its working tree differs from it; "unknown"
+    where ``tree`` is not the root of a git checkout.
 
-    ``$AARE_LAB_COMMIT`` overrides it for this scripts' tree, for copies without ``.git``
-    (the GPU machine).
+    ``$AARE_LAB_COMMIT`` overrides it for this scripts' tree, for copies whose ``.git`` is
+    missing or not the tree's (the GPU machine's copy may hold an older one: set it there).
     """
     if Path(tree).resolve() == TREE and os.environ.get("AARE_LAB_COMMIT"):
         return os.environ["AARE_LAB_COMMIT"]
     try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=tree,
+                             capture_output=True, text=True, check=True).stdout.strip()
+        if Path(top).resolve() != Path(tree).resolve():
+            # A folder inside another checkout (a `git archive` of some commit): git would
+            # name that checkout's HEAD.
+            return "unknown"
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True,
                               text=True, check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
