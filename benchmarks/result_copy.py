@@ -36,9 +36,9 @@ sys.path.insert(0, str(HERE))
 from records import git_commit, write_record  # noqa: E402
 
 from aare_lab.runtime import parallel, result_memory  # noqa: E402
+from aare_lab.finders import _assembly  # noqa: E402
 from aare_lab.finders._assembly_loops import copy_cluster_range, copy_clusters  # noqa: E402
 from aare_lab.finders.base import ClusterBatch  # noqa: E402
-from aare_lab.model.clipping import tap_limits  # noqa: E402
 from aare_lab.model.params import parse_cluster_size  # noqa: E402
 from aare_lab.model.results import window_energies  # noqa: E402
 
@@ -80,12 +80,8 @@ def variants(src: dict, clusters: ClusterBatch, dst: dict, energy: np.ndarray) -
 
 
 def sink_columns(clusters: ClusterBatch, dst: dict, energy: np.ndarray) -> tuple:
-    """What `MemorySink.add` hands the compiled copy, for int32 windows."""
-    n = len(clusters.cluster_y)
-    return (clusters.frame_numbers, clusters.kept_ends(), clusters.cluster_y,
-            clusters.cluster_x, clusters.windows.reshape(n, -1), dst["cluster_frame"],
-            dst["cluster_y"], dst["cluster_x"], dst["windows"].reshape(n, -1), energy, True,
-            *tap_limits(np.int32), np.zeros(0, np.uint8))
+    """What `MemorySink.add` hands the compiled copy (no taps at the limits counted)."""
+    return _assembly.copy_arguments(clusters, dst, energy, _assembly._NO_COUNT)
 
 
 def timed(work, n, nbytes, threads, memory, src, clusters, repeats):

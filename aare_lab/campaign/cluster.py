@@ -161,5 +161,5 @@ def dashboard(client) -> str:
     return f"dashboard {client.dashboard_link}"
 
 
-__all__ = ["GPU_VARIABLE", "UNSET_MALLOC_TRIM", "connected", "dashboard", "gpu_cluster", "gpu_count",
-           "local_cluster", "require_gpus", "visible_gpus"]
+__all__ = ["GPU_VARIABLE", "THREAD_VARIABLES", "UNSET_MALLOC_TRIM", "connected", "dashboard",
+           "gpu_cluster", "gpu_count", "local_cluster", "require_gpus", "visible_gpus"]

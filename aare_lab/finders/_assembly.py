@@ -113,6 +113,20 @@ def _flat(windows: np.ndarray) -> np.ndarray:
     return windows.reshape(len(windows), int(np.prod(windows.shape[1:])))
 
 
+def copy_arguments(batch, targets: dict[str, np.ndarray], energies: np.ndarray,
+                   at_limits: np.ndarray) -> tuple:
+    """What `copy_cluster_range` and `copy_clusters` take before the range or pieces: the
+    batch's clusters, the result's rows ``targets`` (by `CLUSTER_FIELDS`) and ``energies``
+    to fill, and ``at_limits`` (empty: taps at the limits not counted)."""
+    windows = batch.windows
+    integer = windows.dtype.kind == "i"
+    low, high = tap_limits(windows.dtype) if integer else (0, 0)
+    return (batch.frame_numbers, batch.kept_ends(), batch.cluster_y, batch.cluster_x,
+            _flat(windows), targets["cluster_frame"], targets["cluster_y"],
+            targets["cluster_x"], _flat(targets["windows"]), energies, integer, low, high,
+            at_limits)
+
+
 def _fields(batch, want: bool | set[int]) -> dict[str, np.ndarray]:
     """The fields of a batch that fill result variables (branch maps only if asked); the
     clusters' frame numbers are not among them (`ClusterBatch.cluster_frame`)."""
@@ -180,13 +194,7 @@ class MemorySink:
         row = sum(target[:1].nbytes for target in targets.values())
         at_limits = _NO_COUNT if self._at_limits is None else self._at_limits.take_over(k)
         energies = energy.take(k)
-        windows = batch.windows
-        integer = windows.dtype.kind == "i"
-        low, high = tap_limits(windows.dtype) if integer else (0, 0)
-        columns = (batch.frame_numbers, batch.kept_ends(), batch.cluster_y, batch.cluster_x,
-                   _flat(windows), targets["cluster_frame"], targets["cluster_y"],
-                   targets["cluster_x"], _flat(targets["windows"]), energies, integer, low,
-                   high, at_limits)
+        columns = copy_arguments(batch, targets, energies, at_limits)
         if self._on_numba_threads:
             copy_clusters(*columns, piece_count(k * row))
         else:
