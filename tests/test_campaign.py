@@ -439,10 +439,47 @@ def test_local_workers_share_the_cores_unless_told(monkeypatch):
     with cluster.local_cluster(2) as made, distributed.Client(made) as client:
         seen = set(client.run(_thread_settings).values())
     assert seen == {(str(share), str(share), share)}
+    assert [name for name in cluster.THREAD_VARIABLES if name in os.environ] == [], \
+        "the workers' share leaked into this process's environment"
     monkeypatch.setenv("NUMBA_NUM_THREADS", "3")
     with cluster.local_cluster(2) as made, distributed.Client(made) as client:
         seen = set(client.run(_thread_settings).values())
     assert seen == {("3", str(share), 3)}
+
+
+def test_this_process_finds_clusters_after_a_local_campaign():
+    """Numba's threads already running here, a cluster of worker processes comes and goes,
+    and a finder compiled afterwards still runs here (Numba refuses a changed
+    NUMBA_NUM_THREADS once its threads run, and it re-reads the variable at every
+    compilation)."""
+    script = textwrap.dedent("""
+        import os
+        import numba
+        import numpy as np
+        from distributed import Client
+        from aare_lab.campaign.cluster import local_cluster
+
+        @numba.njit(parallel=True)
+        def before(a):
+            for i in numba.prange(a.size):
+                a[i] += 1
+        before(np.zeros(8))
+        with local_cluster(2) as made, Client(made) as client:
+            client.run(lambda: None)
+
+        @numba.njit(parallel=True)
+        def after(a):
+            for i in numba.prange(a.size):
+                a[i] += 2
+        a = np.zeros(8)
+        after(a)
+        print(a.sum(), os.environ.get("NUMBA_NUM_THREADS"))
+    """)
+    env = {k: v for k, v in os.environ.items() if k not in cluster.THREAD_VARIABLES}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, check=False, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["16.0", "None"]
 
 
 @pytest.mark.parametrize("make", ["local_cluster(1)", "gpu_cluster(['0'])"])

@@ -30,7 +30,13 @@ THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "AARE_LAB_COPY_THREADS")
 def _worker_environment(threads: int | None = None):
     """dask's config with `UNSET_MALLOC_TRIM`, for the workers started inside it; given
     ``threads``, each worker also gets that many threads of `THREAD_VARIABLES` (those this
-    process's environment does not set: the workers inherit them)."""
+    process's environment does not set: the workers inherit them).
+
+    The thread counts go in ``distributed.nanny.environ``, which the worker process sets
+    on itself, and not in ``pre-spawn-environ``, which the nanny writes into this process's
+    own ``os.environ`` for good: Numba re-reads ``NUMBA_NUM_THREADS`` at every compilation
+    and refuses a changed value once its threads run, so this process's next finder failed.
+    """
     import dask
     # Imported first: distributed adds its defaults to dask's config on its first import,
     # and a setting made before them takes them all away on leaving (KeyError 'distributed'
@@ -39,7 +45,7 @@ def _worker_environment(threads: int | None = None):
 
     settings = dict(UNSET_MALLOC_TRIM)
     if threads is not None:
-        settings.update({f"distributed.nanny.pre-spawn-environ.{name}": str(threads)
+        settings.update({f"distributed.nanny.environ.{name}": str(threads)
                          for name in THREAD_VARIABLES if name not in os.environ})
     return dask.config.set(settings)
 
