@@ -2,7 +2,7 @@
 # On the GPU machine (see README "GPU"): install the carried wheels, run the GPU tests
 # against the installed wheel (so the shipped kernels are the ones tested), then the GPU
 # benchmark. Logs and results go to $OUT (default ./out).
-#   usage: bash benchmarks/device_run.sh [tests|bench|live|disk|write|variants|exchange|breakdown|ab|profile|all] [options...]
+#   usage: bash benchmarks/device_run.sh [tests|bench|live|disk|write|variants|exchange|breakdown|ab|cpu|profile|all] [options...]
 # ab: find_breakdown.py (this tree's script) on an older tree's wheel, carried in .whl/old/
 # (AARE_LAB_OLD_COMMIT names it), and on this one, alternately, twice each, one process
 # each, on the same machine: a before/after of find() that one host's noise cannot fake.
@@ -81,6 +81,23 @@ if [[ $what == ab ]]; then
                 | tee -a "$out/find_breakdown_ab.log") || status=1
         done
     done
+fi
+if [[ $what == cpu ]]; then
+    # cpu_finders.py on this host's cores against aare: 2026.9.30 from the carried wheel in
+    # /tmp/site, 2026.3.17 (the serial model's reference) from .whl/aare-2026.3.17/ in a site
+    # of its own; a carried .whl/base.tar (git archive of another commit) is unpacked to
+    # /tmp/ab_base for --ab /tmp/ab_base.
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site_aare_2026_3_17 "$repo"/.whl/aare-2026.3.17/*.whl || exit 1
+    printf '#!/bin/sh\nPYTHONPATH=/tmp/site_aare_2026_3_17 exec python3 "$@"\n' \
+        > /tmp/python_aare_2026_3_17
+    chmod +x /tmp/python_aare_2026_3_17
+    if [[ -f $repo/.whl/base.tar ]]; then
+        mkdir -p /tmp/ab_base && tar -xf "$repo/.whl/base.tar" -C /tmp/ab_base
+    fi
+    (cd "$repo" && AARE_PYTHON_2026_3_17=/tmp/python_aare_2026_3_17 python3 \
+        benchmarks/cpu_finders.py --out "$out" "$@" 2>&1 | tee -a "$out/cpu_finders.log") \
+        || status=1
 fi
 if [[ $what == profile ]]; then
     # Nsight Compute on one warm launch of the shipped kernel (float32, 3x3, unless options

@@ -1,7 +1,7 @@
-"""The frozen finder's fast window paths give, bit for bit, what the general ones give.
+"""The CPU finders' fast window paths give, bit for bit, what the general ones give.
 
 `classify_three`, `add_taps` with `row_max` and `list_stores` serve the frozen CPU finder
-inside the frame; `add_row_taps` (sum and maximum, tap by tap per window row) and
+inside the frame (`classify_three` and `list_stores` the serial one too); `add_row_taps` (sum and maximum, tap by tap per window row) and
 `classify` are the reference they must equal on any values, ties and frame edges included.
 """
 
@@ -14,9 +14,9 @@ from aare_lab.finders._decision import (
     add_taps,
     classify,
     classify_three,
+    list_stores,
     row_max,
 )
-from aare_lab.finders._frozen import list_stores
 
 
 def rows_with_ties(rng, n, nx, dtype):
@@ -27,20 +27,35 @@ def rows_with_ties(rng, n, nx, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("nx", [2, 3, 5, 64])
-def test_classify_three_equals_the_taps_row_by_row(dtype, nx):
+@pytest.mark.parametrize("own_left", [True, False], ids=["frozen", "serial"])
+def test_classify_three_equals_the_taps_row_by_row(dtype, nx, own_left):
+    # The serial model reads each pixel's left tap from the pushed values (another row)
+    # and wants the codes with the row's own left tap beside them.
     rng = np.random.default_rng(nx)
+
+    def expected_codes(above, left, row, below, thr, c3):
+        tot, m = np.zeros(nx, dtype), row.copy()
+        add_row_taps(above, -1, 1, tot, m)
+        add_row_taps(left, -1, -1, tot, m)
+        add_row_taps(row, 0, 1, tot, m)
+        add_row_taps(below, -1, 1, tot, m)
+        return np.array([classify(row[j], thr[j], m[j], tot[j], c3) for j in range(nx)],
+                        np.uint8)
+
     for _ in range(50):
-        above, row, below = rows_with_ties(rng, 3, nx, dtype)
+        above, row, below, pushed = rows_with_ties(rng, 4, nx, dtype)
         thr = rng.uniform(0.5, 4, nx).astype(dtype)
         c3 = np.sqrt(dtype(9))
-        codes = np.zeros(nx, np.uint8)
-        count = classify_three(above, row, below, thr, c3, codes)
-
-        tot, m = np.zeros(nx, dtype), row.copy()
-        for window_row in (above, row, below):
-            add_row_taps(window_row, -1, 1, tot, m)
-        expected = np.array([classify(row[j], thr[j], m[j], tot[j], c3)
-                             for j in range(nx)], np.uint8)
+        codes, other_codes = np.zeros(nx, np.uint8), np.zeros(nx, np.uint8)
+        if own_left:
+            count = classify_three(above, row, row, below, thr, c3, codes, None, None)
+            expected = expected_codes(above, row, row, below, thr, c3)
+        else:
+            count = classify_three(above, pushed, row, below, thr, c3, codes, row, other_codes)
+            expected = expected_codes(above, pushed, row, below, thr, c3)
+            other = expected_codes(above, row, row, below, thr, c3)
+            np.testing.assert_array_equal(other_codes[1:nx - 1], other[1:nx - 1])
+            assert other_codes[0] == 0 and other_codes[-1] == 0
         np.testing.assert_array_equal(codes[1:nx - 1], expected[1:nx - 1])
         stores = np.isin(expected[1:nx - 1], [Branch.TEST1_STORE, Branch.TEST3_STORE])
         assert count == stores.sum()
@@ -73,6 +88,7 @@ def test_list_stores_lists_the_store_columns_in_order(nx):
         codes = rng.integers(0, 7, nx).astype(np.uint8)
         codes[rng.random(nx) > density] = Branch.QUIET_UPDATE
         out = np.full(nx, -1, np.int32)
-        list_stores(codes, out)
+        n = list_stores(codes, out)
         expected = np.flatnonzero(np.isin(codes, [Branch.TEST1_STORE, Branch.TEST3_STORE]))
+        assert n == len(expected)
         np.testing.assert_array_equal(out[:len(expected)], expected)

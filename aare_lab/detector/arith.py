@@ -101,36 +101,51 @@ def thresholds_row(s, s2, rms_fixed, fixed, N, nsig, thr):
     else:
         zero = N - N
         for j in range(len(thr)):
-            resid = s[j] / N
-            thr[j] = nsig * np.sqrt(max(s2[j] / N - resid * resid, zero))
+            thr[j] = running_threshold(s[j] / N, s2[j] / N, nsig, zero)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def running_threshold(resid, q2, nsig, zero):
+    """``nsig * sqrt(max(s2/N - (s/N)², 0))`` from the quotients ``resid = s / N`` and
+    ``q2 = s2 / N``; ``zero`` is 0 in the state's dtype."""
+    return nsig * np.sqrt(max(q2 - resid * resid, zero))
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def ema(s, s2, y, N):
     """One pedestal push: ``s += y - s / N``, ``s2 += y * y - s2 / N``, ``y = x - off``."""
-    return ema_resid(s, s2, y, s / N, N)
+    return ema_resid(s, s2, y, s / N, s2 / N)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def ema_resid(s, s2, y, resid, N):
-    """`ema` with ``resid = s / N`` already divided (the same bits)."""
-    return s + (y - resid), s2 + (y * y - s2 / N)
+def ema_resid(s, s2, y, resid, q2):
+    """`ema` with ``resid = s / N`` and ``q2 = s2 / N`` already divided (the same bits)."""
+    return s + (y - resid), s2 + (y * y - q2)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def pushed_row(frame, off, s, s2, N, new_s, new_s2, new_v, corr):
-    """What one row's state and value would be after pushing the frame's values.
+def pushed_row(frame, off, s, s2, rms_fixed, fixed, N, nsig, thr, new_s, new_s2, new_v, corr):
+    """One row's thresholds (`thresholds_row`), and what its state and value would be
+    after pushing the frame's values.
 
     The `ema` update and the value a later read of the pushed pixel sees, ``y - s / N``;
     computed for every pixel of the row and applied by the serial finder where the pixel
-    is quiet. ``corr`` as in `values_row`.
+    is quiet. The thresholds and the push divide ``s`` and ``s2`` by ``N`` once for both
+    (the same quotients). ``corr`` as in `values_row`.
     """
+    zero = N - N
     for j in range(len(frame)):
+        resid = s[j] / N
+        q2 = s2[j] / N
+        if fixed:
+            thr[j] = nsig * rms_fixed[j]
+        else:
+            thr[j] = running_threshold(resid, q2, nsig, zero)
         new_v[j] = frame[j]
         y = centred(new_v[j], off, j)
         if corr is not None:
             y = y - corr[j]
-        new_s[j], new_s2[j] = ema(s[j], s2[j], y, N)
+        new_s[j], new_s2[j] = ema_resid(s[j], s2[j], y, resid, q2)
         new_v[j] = y - new_s[j] / N
 
 
@@ -153,7 +168,7 @@ def update_quiet_row(codes, frame, off, s, s2, N, x, corr, status, resid):
             mean = s[j] / N
         else:
             mean = resid[j]
-        new_s, new_s2 = ema_resid(s[j], s2[j], y, mean, N)
+        new_s, new_s2 = ema_resid(s[j], s2[j], y, mean, s2[j] / N)
         quiet = codes[j] == QUIET_UPDATE
         if status is not None:
             quiet = quiet and status[j] == G0

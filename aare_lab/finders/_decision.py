@@ -30,6 +30,11 @@ from aare_lab.detector.arith import (
 )
 from aare_lab.model.params import SATURATED_WINDOW_DTYPES
 
+LOW_BYTES = np.uint64(0x0101010101010101)
+HIGH_BITS = np.uint64(0x8080808080808080)
+TEST1_STORE_BYTES = np.uint64(int(TEST1_STORE) * 0x0101010101010101)
+TEST3_STORE_BYTES = np.uint64(int(TEST3_STORE) * 0x0101010101010101)
+
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def classify(vp, thr_p, m, tot, c3):
@@ -82,30 +87,39 @@ def add_three_taps(vrow, tot, m):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def classify_three(above, row, below, thr, c3, codes):
+def classify_three(above, left, row, below, thr, c3, codes, other_left, other_codes):
     """`classify` pixels ``1..nx-2`` of ``row`` by their 3x3 windows, all inside the frame
     (``above``, ``below``: the rows around it); return how many store.
 
     One pass, the window's nine taps added and compared in registers: the sum in raster
     order from 0, as `add_three_taps` over the three rows, and the maximum of the nine,
-    which `classify` reads as the one of `window_rows`. ``codes[0]`` and ``codes[nx-1]``
-    are left as they are.
+    which `classify` reads as the one of `window_rows`. Each pixel's left tap in its own
+    row is read from ``left``: ``row`` itself in the frozen model, the pushed values in the
+    serial one, which also wants the codes with the left tap from ``other_left`` (the
+    values not pushed) in ``other_codes``; None for both where not. ``codes[0]`` and
+    ``codes[nx-1]`` (and ``other_codes``') are left as they are.
     """
     nx = len(row)
     zero = c3 - c3
     count = 0
     a0, a1, a2 = above[:nx - 2], above[1:nx - 1], above[2:]
-    r0, r1, r2 = row[:nx - 2], row[1:nx - 1], row[2:]
+    r0, r1, r2 = left[:nx - 2], row[1:nx - 1], row[2:]
     b0, b1, b2 = below[:nx - 2], below[1:nx - 1], below[2:]
     t_in, c_out = thr[1:nx - 1], codes[1:nx - 1]
+    if other_left is not None:
+        o0, o_out = other_left[:nx - 2], other_codes[1:nx - 1]
     for k in range(nx - 2):
-        tot = ((((((((zero + a0[k]) + a1[k]) + a2[k]) + r0[k]) + r1[k]) + r2[k]) + b0[k])
-               + b1[k]) + b2[k]
-        m = max(max(max(a0[k], a1[k]), max(a2[k], r0[k])),
-                max(max(r1[k], r2[k]), max(max(b0[k], b1[k]), b2[k])))
-        code = classify(r1[k], t_in[k], m, tot, c3)
+        # The sums share the taps before the left one; the maxima all but the left tap.
+        head = ((zero + a0[k]) + a1[k]) + a2[k]
+        others = max(max(max(a0[k], a1[k]), a2[k]),
+                     max(max(r1[k], r2[k]), max(max(b0[k], b1[k]), b2[k])))
+        tot = (((((head + r0[k]) + r1[k]) + r2[k]) + b0[k]) + b1[k]) + b2[k]
+        code = classify(r1[k], t_in[k], max(others, r0[k]), tot, c3)
         c_out[k] = code
         count += is_store(code)
+        if other_left is not None:
+            tot = (((((head + o0[k]) + r1[k]) + r2[k]) + b0[k]) + b1[k]) + b2[k]
+            o_out[k] = classify(r1[k], t_in[k], max(others, o0[k]), tot, c3)
     return count
 
 
@@ -213,6 +227,37 @@ def window_taps(v, i, j, a_lo, a_hi, rx, tot, m):
 def is_store(code):
     """Whether a branch code stores a cluster."""
     return code == TEST1_STORE or code == TEST3_STORE
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def list_stores(codes, out):
+    """Write the columns of the row's stores, in order, to the start of ``out``; return
+    how many.
+
+    Eight codes at a time: a word without a store code, the common case, is passed over
+    whole (a byte equal to TEST1_STORE or TEST3_STORE shows as a zero byte of the word
+    XORed with it).
+    """
+    words = codes[:len(codes) // 8 * 8].view(np.uint64)
+    c = 0
+    for w in range(len(words)):
+        word = words[w]
+        if has_byte(word, TEST1_STORE_BYTES) or has_byte(word, TEST3_STORE_BYTES):
+            for j in range(8 * w, 8 * w + 8):
+                out[c] = j
+                c += is_store(codes[j])
+    for j in range(8 * len(words), len(codes)):
+        out[c] = j
+        c += is_store(codes[j])
+    return c
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def has_byte(word, pattern):
+    """Whether a byte of ``word`` equals that repeated in ``pattern`` (exact: a borrow
+    into a byte only follows a zero byte below it)."""
+    x = word ^ pattern
+    return ((x - LOW_BYTES) & ~x & HIGH_BITS) != 0
 
 
 def saturated(value, out):

@@ -29,8 +29,6 @@ import numpy as np
 from numba import get_num_threads, njit, prange
 
 from aare_lab.detector.arith import (
-    TEST1_STORE,
-    TEST3_STORE,
     row_of,
     thresholds_row,
     update_quiet_row,
@@ -47,6 +45,7 @@ from ._decision import (
     classify,
     classify_three,
     is_store,
+    list_stores,
     row_max,
     store_window,
     window_taps,
@@ -60,10 +59,6 @@ from ._gain import (
 )
 
 PARALLEL = {"cache": True, "nogil": True, "parallel": True, "error_model": "numpy"}
-LOW_BYTES = np.uint64(0x0101010101010101)
-HIGH_BITS = np.uint64(0x8080808080808080)
-TEST1_STORE_BYTES = np.uint64(int(TEST1_STORE) * 0x0101010101010101)
-TEST3_STORE_BYTES = np.uint64(int(TEST3_STORE) * 0x0101010101010101)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -155,7 +150,8 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
             if gs is None and ry == 1 and three and 0 < i < ny - 1:
                 # 3x3 inside the frame: the window and decision in one pass; the row's two
                 # end pixels tap by tap.
-                count = classify_three(v[i - 1], v[i], v[i + 1], thr, c3, codes[i])
+                count = classify_three(v[i - 1], v[i], v[i], v[i + 1], thr, c3, codes[i],
+                                       None, None)
                 for j in (0, nx - 1):
                     t, mm = window_taps(v, i, j, -1, 1, 1, thr[j] - thr[j], v[i, j])
                     code = classify(v[i, j], thr[j], mm, t, c3)
@@ -185,35 +181,6 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
                 push_row(i, codes, frame, off, s, s2, N, x, corr, gs, None)
             else:
                 push_row(i, codes, frame, off, s, s2, N, x, corr, gs, resid[i % ring])
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def list_stores(codes, out):
-    """Write the columns of the row's stores, in order, to the start of ``out``.
-
-    Eight codes at a time: a word without a store code, the common case, is passed over
-    whole (a byte equal to TEST1_STORE or TEST3_STORE shows as a zero byte of the word
-    XORed with it).
-    """
-    words = codes[:len(codes) // 8 * 8].view(np.uint64)
-    c = 0
-    for w in range(len(words)):
-        word = words[w]
-        if has_byte(word, TEST1_STORE_BYTES) or has_byte(word, TEST3_STORE_BYTES):
-            for j in range(8 * w, 8 * w + 8):
-                out[c] = j
-                c += is_store(codes[j])
-    for j in range(8 * len(words), len(codes)):
-        out[c] = j
-        c += is_store(codes[j])
-
-
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def has_byte(word, pattern):
-    """Whether a byte of ``word`` equals that repeated in ``pattern`` (exact: a borrow
-    into a byte only follows a zero byte below it)."""
-    x = word ^ pattern
-    return ((x - LOW_BYTES) & ~x & HIGH_BITS) != 0
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")

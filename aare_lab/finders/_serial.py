@@ -4,15 +4,24 @@ The decision is the frozen finder's (``_decision``); the difference is that a
 QUIET_UPDATE refreshes the pixel's pedestal-subtracted value at once, so pixels scanned
 later in the same frame read the updated mean. This is PSI aare's classic ClusterFinder.
 
-A row is processed in two steps that give exactly the sums of a tap-by-tap scan:
+A row is processed in steps that give exactly the decisions of a tap-by-tap scan:
 
-1. Vectorised, for every pixel of the row: the window rows above (final: their pixels are
-   done), the own row with the left taps as they are once pushed, and the rows below
-   (untouched so far), added in the window's raster order.
-2. The scan in raster order: a pixel whose left taps in the row were all quiet (so pushed,
-   as step 1 assumed) takes its step-1 sums; the others, near photons, continue their
-   sums over the rows above tap by tap from the values as they are now. Quiet pixels are
-   pushed as they are passed.
+1. Vectorised, for every pixel of the row: its threshold and what its state and value
+   would be once pushed (`pushed_row`), then its code from the window rows above (final:
+   their pixels are done), the own row with the left taps as they are once pushed, and
+   the rows below (untouched so far), added in the window's raster order
+   (`first_codes`).
+2. The scan in raster order (`scan_row`): a pixel whose left taps in the row were all
+   pushed, as step 1 assumed, keeps its code; the others, near photons, are decided
+   again from the values as they are now, tap by tap. A store copies the window as it
+   is at that point of the scan.
+3. The pushes of the row's quiet pixels, all at once (`apply_pushes`): no read in step 2
+   needs them before, except the left taps of a pixel decided again or stored, which
+   step 2 writes first (`settle`).
+
+A 3x3 window inside the frame, the common case, has one left tap in its row, so step 1
+also gives each pixel's code with that tap not pushed (`first_codes_three`), and step 2
+picks one of the two per pixel, walking only rows where they differ (`scan_three`).
 
 With common mode (``cm`` not None) the offsets are estimated from the frame-start values
 before any pixel of the frame is pushed, exactly as in the frozen model, and every value
@@ -22,16 +31,19 @@ in keV, pushes of G0 pixels only; a pushed pixel reads back ``(y - s' / N) / gai
 only pushed pixels count as quiet for step 2.
 """
 
+import numpy as np
 from numba import njit
 
-from aare_lab.detector.arith import G0, QUIET_UPDATE, pushed_row, thresholds_row, values_row
+from aare_lab.detector.arith import G0, QUIET_UPDATE, pushed_row, values_row
 
 from ._buffers import reserve
 from ._common_mode import corrections, estimate_serial
 from ._decision import (
     add_row_taps,
     classify,
+    classify_three,
     is_store,
+    list_stores,
     store_window,
     window_rows,
     window_taps,
@@ -45,7 +57,7 @@ from ._gain import (
     scale_row,
 )
 
-SCRATCH_ROWS = 8
+SCRATCH_ROWS = 6
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -95,8 +107,9 @@ def serial_frame(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, ca
     """One frame of `serial_chunk`; ``frame`` holds the counts, or with ``gs`` the ADC
     values. Returns the buffers, the new row count and the frame's stores."""
     ny, nx = frame.shape
-    thr, tot, m, above_t, above_m = rows[0], rows[1], rows[2], rows[3], rows[4]
-    new_s, new_s2, new_v = rows[5], rows[6], rows[7]
+    thr, tot, m, new_s, new_s2, new_v = rows[0], rows[1], rows[2], rows[3], rows[4], rows[5]
+    unpushed = np.empty(nx, np.uint8)
+    stores = np.empty(nx, np.int64)
     if cm is None:
         for i in range(ny):
             values_row(frame[i], off[i], s[i], N, v[i], None)
@@ -110,51 +123,169 @@ def serial_frame(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, ca
             calibrate_row(gs[3][i], frame[i], gs[0], gs[1], i, v[i])
     found = 0
     for i in range(ny):
-        thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr)
         if cm is None:
-            pushed_row(frame[i], off[i], s[i], s2[i], N, new_s, new_s2, new_v, None)
+            pushed_row(frame[i], off[i], s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr,
+                       new_s, new_s2, new_v, None)
         else:
-            pushed_row(frame[i], off[i], s[i], s2[i], N, new_s, new_s2, new_v, cm[7][i])
-        if gs is not None:
-            kev_thresholds_row(gs[1], i, thr)
-            scale_row(gs[1], i, new_v)
-        for j in range(nx):
-            tot[j] = 0
-            m[j] = v[i, j]
-        window_rows(v, i, -ry, -1, rx, tot, m)
-        above_t[:] = tot
-        above_m[:] = m
-        add_row_taps(new_v, -rx, -1, tot, m)
-        add_row_taps(v[i], 0, rx, tot, m)
-        window_rows(v, i, 1, ry, rx, tot, m)
+            pushed_row(frame[i], off[i], s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr,
+                       new_s, new_s2, new_v, cm[7][i])
         if n_out + nx > win.shape[0]:
             # Room for a whole row of clusters, so the scan never checks; reserve() is
             # too costly to call per cluster.
             win, ys, xs = reserve(win, ys, xs, n_out + nx)
-        quiet_run = rx
-        for j in range(nx):
-            if quiet_run >= rx:
-                t, mm = tot[j], m[j]
-            else:
-                t, mm = window_taps(v, i, j, 0, ry, rx, above_t[j], above_m[j])
-            code = classify(v[i, j], thr[j], mm, t, c3)
-            push = code == QUIET_UPDATE
-            if gs is not None:
-                code = gated(code, gs[3][i, j])
-                push = push and gs[3][i, j] == G0
-            codes[i, j] = code
-            if push:
-                s[i, j] = new_s[j]
-                s2[i, j] = new_s2[j]
-                v[i, j] = new_v[j]
-                quiet_run += 1
-            else:
-                quiet_run = 0
-                if is_store(code):
-                    if cap < 0 or found < cap:
-                        store_window(v, i, j, ry, rx, round_values, win, n_out)
-                        ys[n_out] = i
-                        xs[n_out] = j
-                        n_out += 1
-                    found += 1
+        if gs is None and ry == 1 and rx == 1 and nx >= 3 and 0 < i < ny - 1:
+            first_codes_three(v, i, new_v, thr, c3, codes[i], unpushed)
+            n_out, found = scan_three(v, i, new_v, codes[i], unpushed, stores, cap,
+                                      round_values, win, ys, xs, n_out, found)
+            apply_pushes(codes[i], None, new_s, new_s2, new_v, s[i], s2[i], v[i])
+        elif gs is None:
+            first_codes(v, i, new_v, thr, c3, ry, rx, tot, m, codes[i], None)
+            n_out, found = scan_row(v, i, new_v, thr, c3, ry, rx, codes[i], None, cap,
+                                    round_values, win, ys, xs, n_out, found)
+            apply_pushes(codes[i], None, new_s, new_s2, new_v, s[i], s2[i], v[i])
+        else:
+            kev_thresholds_row(gs[1], i, thr)
+            scale_row(gs[1], i, new_v)
+            status = gs[3][i]
+            first_codes(v, i, new_v, thr, c3, ry, rx, tot, m, codes[i], status)
+            n_out, found = scan_row(v, i, new_v, thr, c3, ry, rx, codes[i], status, cap,
+                                    round_values, win, ys, xs, n_out, found)
+            apply_pushes(codes[i], status, new_s, new_s2, new_v, s[i], s2[i], v[i])
     return win, ys, xs, n_out, found
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def first_codes(v, i, new_v, thr, c3, ry, rx, tot, m, codes, status):
+    """Step 1: row ``i``'s codes as if every left tap in the row had been pushed.
+
+    ``new_v`` holds the row's pushed values, ``tot`` and ``m`` are row scratch, ``status``
+    the row's JUNGFRAU pixel status or None.
+    """
+    nx = v.shape[1]
+    for j in range(nx):
+        tot[j] = 0
+        m[j] = v[i, j]
+    window_rows(v, i, -ry, -1, rx, tot, m)
+    add_row_taps(new_v, -rx, -1, tot, m)
+    add_row_taps(v[i], 0, rx, tot, m)
+    window_rows(v, i, 1, ry, rx, tot, m)
+    for j in range(nx):
+        code = classify(v[i, j], thr[j], m[j], tot[j], c3)
+        if status is not None:
+            code = gated(code, status[j])
+        codes[j] = code
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def scan_row(v, i, new_v, thr, c3, ry, rx, codes, status, cap, round_values, win, ys, xs,
+             n_out, found):
+    """Step 2: row ``i`` in raster order; returns the new row count and stores so far.
+
+    Arguments as in `first_codes` and `serial_chunk`; ``codes`` holds step 1's codes and
+    gets the final ones.
+    """
+    nx = v.shape[1]
+    zero = c3 - c3
+    quiet_run = rx
+    for j in range(nx):
+        code = codes[j]
+        if quiet_run < rx:
+            settle(v, i, new_v, codes, status, j - rx, j)
+            t, mm = window_taps(v, i, j, -ry, ry, rx, zero, v[i, j])
+            code = classify(v[i, j], thr[j], mm, t, c3)
+            if status is not None:
+                code = gated(code, status[j])
+            codes[j] = code
+        if pushed(codes, status, j):
+            quiet_run += 1
+        else:
+            quiet_run = 0
+            if is_store(code):
+                n_out, found = store(v, i, j, ry, rx, new_v, codes, status, cap, round_values,
+                                     win, ys, xs, n_out, found)
+    return n_out, found
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def first_codes_three(v, i, new_v, thr, c3, codes, unpushed):
+    """`first_codes` of a 3x3 window inside the frame, and in ``unpushed`` the codes with
+    the window's one left tap in its row not pushed: every code the scan can need is one
+    of the two (`scan_three`)."""
+    nx = v.shape[1]
+    classify_three(v[i - 1], new_v, v[i], v[i + 1], thr, c3, codes, v[i], unpushed)
+    # The row's end pixels tap by tap: the first has no left tap, the last no right one.
+    zero = c3 - c3
+    t, mm = window_taps(v, i, 0, -1, 1, 1, zero, v[i, 0])
+    codes[0] = unpushed[0] = classify(v[i, 0], thr[0], mm, t, c3)
+    j = nx - 1
+    above, m_above = window_taps(v, i, j, -1, -1, 1, zero, v[i, j])
+    for left, out in ((new_v[j - 1], codes), (v[i, j - 1], unpushed)):
+        t, mm = window_taps(v, i, j, 0, 0, 0, above + left, max(m_above, left))
+        t, mm = window_taps(v, i, j, 1, 1, 1, t, mm)
+        out[j] = classify(v[i, j], thr[j], mm, t, c3)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def scan_three(v, i, new_v, codes, unpushed, stores, cap, round_values, win, ys, xs, n_out,
+               found):
+    """`scan_row` of a 3x3 window inside the frame; returns the new row count and stores.
+
+    A 3x3 window has one left tap in its row, so a pixel's code is step 1's unless the
+    pixel before it was not pushed, and then ``unpushed``'s. The two differ only where
+    that tap's pushed value changes the decision, which is rare: the rows are compared
+    whole (vector code), and only a row where they differ is walked pixel by pixel,
+    each reading its left neighbour's final code. Then the stores, in order
+    (`list_stores`, ``stores`` a row of scratch).
+    """
+    differ = codes[0] ^ unpushed[0]
+    for j in range(1, len(codes)):
+        differ |= codes[j] ^ unpushed[j]
+    if differ:
+        for j in range(1, len(codes)):
+            if codes[j] != unpushed[j] and codes[j - 1] != QUIET_UPDATE:
+                codes[j] = unpushed[j]
+    for k in range(list_stores(codes, stores)):
+        n_out, found = store(v, i, stores[k], 1, 1, new_v, codes, None, cap, round_values,
+                             win, ys, xs, n_out, found)
+    return n_out, found
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def store(v, i, j, ry, rx, new_v, codes, status, cap, round_values, win, ys, xs, n_out,
+          found):
+    """Count the store at ``(i, j)`` and, below the cap, copy its window as the scan sees
+    it (after `settle` of its left taps in the row); returns the new counts."""
+    if cap < 0 or found < cap:
+        settle(v, i, new_v, codes, status, j - rx, j)
+        store_window(v, i, j, ry, rx, round_values, win, n_out)
+        ys[n_out] = i
+        xs[n_out] = j
+        n_out += 1
+    return n_out, found + 1
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def pushed(codes, status, j):
+    """Whether pixel ``j`` of the row is pushed: QUIET_UPDATE, and G0 where gain bits."""
+    if status is None:
+        return codes[j] == QUIET_UPDATE
+    return codes[j] == QUIET_UPDATE and status[j] == G0
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def settle(v, i, new_v, codes, status, a, b):
+    """Write the pushed values of the row's pushed pixels ``a..b-1`` into ``v[i]`` ahead
+    of `apply_pushes`, for a read of them in the scan."""
+    for x in range(max(a, 0), b):
+        if pushed(codes, status, x):
+            v[i, x] = new_v[x]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def apply_pushes(codes, status, new_s, new_s2, new_v, s, s2, v):
+    """Step 3: the state and value of the row's pushed pixels, branch-free (vector code)."""
+    for j in range(len(codes)):
+        p = pushed(codes, status, j)
+        s[j] = new_s[j] if p else s[j]
+        s2[j] = new_s2[j] if p else s2[j]
+        v[j] = new_v[j] if p else v[j]
