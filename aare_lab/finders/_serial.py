@@ -44,6 +44,7 @@ from ._decision import (
     classify_three,
     is_store,
     list_stores,
+    row_max,
     store_window,
     window_rows,
     window_taps,
@@ -57,7 +58,7 @@ from ._gain import (
     scale_row,
 )
 
-SCRATCH_ROWS = 6
+SCRATCH_ROWS = 10
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -107,7 +108,9 @@ def serial_frame(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, ca
     """One frame of `serial_chunk`; ``frame`` holds the counts, or with ``gs`` the ADC
     values. Returns the buffers, the new row count and the frame's stores."""
     ny, nx = frame.shape
-    thr, tot, m, new_s, new_s2, new_v = rows[0], rows[1], rows[2], rows[3], rows[4], rows[5]
+    thr, new_s, new_s2, new_v = rows[0], rows[1], rows[2], rows[3]
+    # Step 1's sums of the general path, with what `scan_row` continues from.
+    sums = rows[4:]
     unpushed = np.empty(nx, np.uint8)
     stores = np.empty(nx, np.int64)
     if cm is None:
@@ -139,36 +142,51 @@ def serial_frame(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, ca
                                       round_values, win, ys, xs, n_out, found)
             apply_pushes(codes[i], None, new_s, new_s2, new_v, s[i], s2[i], v[i])
         elif gs is None:
-            first_codes(v, i, new_v, thr, c3, ry, rx, tot, m, codes[i], None)
-            n_out, found = scan_row(v, i, new_v, thr, c3, ry, rx, codes[i], None, cap,
+            first_codes(v, i, new_v, thr, c3, ry, rx, sums, codes[i], None)
+            n_out, found = scan_row(v, i, new_v, thr, c3, ry, rx, sums, codes[i], None, cap,
                                     round_values, win, ys, xs, n_out, found)
             apply_pushes(codes[i], None, new_s, new_s2, new_v, s[i], s2[i], v[i])
         else:
             kev_thresholds_row(gs[1], i, thr)
             scale_row(gs[1], i, new_v)
             status = gs[3][i]
-            first_codes(v, i, new_v, thr, c3, ry, rx, tot, m, codes[i], status)
-            n_out, found = scan_row(v, i, new_v, thr, c3, ry, rx, codes[i], status, cap,
+            first_codes(v, i, new_v, thr, c3, ry, rx, sums, codes[i], status)
+            n_out, found = scan_row(v, i, new_v, thr, c3, ry, rx, sums, codes[i], status, cap,
                                     round_values, win, ys, xs, n_out, found)
             apply_pushes(codes[i], status, new_s, new_s2, new_v, s[i], s2[i], v[i])
     return win, ys, xs, n_out, found
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def first_codes(v, i, new_v, thr, c3, ry, rx, tot, m, codes, status):
+def first_codes(v, i, new_v, thr, c3, ry, rx, sums, codes, status):
     """Step 1: row ``i``'s codes as if every left tap in the row had been pushed.
 
-    ``new_v`` holds the row's pushed values, ``tot`` and ``m`` are row scratch, ``status``
-    the row's JUNGFRAU pixel status or None.
+    ``new_v`` holds the row's pushed values, ``status`` the row's JUNGFRAU pixel status or
+    None; ``sums`` is six rows of scratch, where `scan_row` finds each pixel's sum and
+    maximum over the window rows above (``sums[2]``, ``sums[3]``) and its window's
+    maximum without the left taps in its row (``sums[4]``).
     """
-    nx = v.shape[1]
+    ny, nx = v.shape
+    tot, m, above_t, above_m, rest, scratch = sums[0], sums[1], sums[2], sums[3], sums[4], sums[5]
     for j in range(nx):
         tot[j] = 0
         m[j] = v[i, j]
     window_rows(v, i, -ry, -1, rx, tot, m)
+    above_t[:] = tot
+    above_m[:] = m
     add_row_taps(new_v, -rx, -1, tot, m)
     add_row_taps(v[i], 0, rx, tot, m)
     window_rows(v, i, 1, ry, rx, tot, m)
+    # A maximum in any order: the taps right of each pixel, then the rows below.
+    rest[:] = above_m
+    for b in range(1, min(rx, nx - 1) + 1):
+        ahead, out = v[i, b:], rest[:nx - b]
+        for k in range(nx - b):
+            out[k] = max(out[k], ahead[k])
+    for a in range(1, min(ry, ny - 1 - i) + 1):
+        row_max(v[i + a], rx, scratch)
+        for k in range(nx):
+            rest[k] = max(rest[k], scratch[k])
     for j in range(nx):
         code = classify(v[i, j], thr[j], m[j], tot[j], c3)
         if status is not None:
@@ -177,22 +195,32 @@ def first_codes(v, i, new_v, thr, c3, ry, rx, tot, m, codes, status):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def scan_row(v, i, new_v, thr, c3, ry, rx, codes, status, cap, round_values, win, ys, xs,
-             n_out, found):
+def scan_row(v, i, new_v, thr, c3, ry, rx, sums, codes, status, cap, round_values, win, ys,
+             xs, n_out, found):
     """Step 2: row ``i`` in raster order; returns the new row count and stores so far.
 
     Arguments as in `first_codes` and `serial_chunk`; ``codes`` holds step 1's codes and
     gets the final ones.
     """
     nx = v.shape[1]
-    zero = c3 - c3
+    above_t, above_m, rest = sums[2], sums[3], sums[4]
     quiet_run = rx
+    settled = 0  # pixels before it are settled (a pixel is, at most once)
     for j in range(nx):
         code = codes[j]
         if quiet_run < rx:
-            settle(v, i, new_v, codes, status, j - rx, j)
-            t, mm = window_taps(v, i, j, -ry, ry, rx, zero, v[i, j])
-            code = classify(v[i, j], thr[j], mm, t, c3)
+            settle(v, i, new_v, codes, status, max(settled, j - rx), j)
+            settled = j
+            vp, thr_p = v[i, j], thr[j]
+            mm = rest[j]
+            for x in range(max(j - rx, 0), j):
+                mm = max(mm, v[i, x])
+            if vp < -thr_p or mm > thr_p:
+                # Decided before Test 3, without the sum: near photons, the common case.
+                code = classify(vp, thr_p, mm, above_t[j], c3)
+            else:
+                t, mm = window_taps(v, i, j, 0, ry, rx, above_t[j], above_m[j])
+                code = classify(vp, thr_p, mm, t, c3)
             if status is not None:
                 code = gated(code, status[j])
             codes[j] = code
@@ -272,7 +300,7 @@ def pushed(codes, status, j):
     return codes[j] == QUIET_UPDATE and status[j] == G0
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def settle(v, i, new_v, codes, status, a, b):
     """Write the pushed values of the row's pushed pixels ``a..b-1`` into ``v[i]`` ahead
     of `apply_pushes`, for a read of them in the scan."""
