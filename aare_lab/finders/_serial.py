@@ -13,8 +13,9 @@ A row is processed in steps that give exactly the decisions of a tap-by-tap scan
    (`first_codes`).
 2. The scan in raster order (`scan_row`): a pixel whose left taps in the row were all
    pushed, as step 1 assumed, keeps its code; the others, near photons, are decided
-   again from the values as they are now, tap by tap. A store copies the window as it
-   is at that point of the scan.
+   again from the values as they are now: by the window's maximum where that settles
+   the decision before Test 3, else tap by tap. A store copies the window as it is at
+   that point of the scan.
 3. The pushes of the row's quiet pixels, all at once (`apply_pushes`): no read in step 2
    needs them before, except the left taps of a pixel decided again or stored, which
    step 2 writes first (`settle`).
