@@ -148,9 +148,16 @@ def add_taps(vrow, rx, tot):
     raster order) without the maximum, with up to three taps per pass over the row, so
     that ``tot`` is loaded and stored once per three taps.
     """
-    b = -rx
-    while b <= rx:
-        n = min(3, rx - b + 1)
+    add_tap_range(vrow, -rx, rx, tot)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def add_tap_range(vrow, b_lo, b_hi, tot):
+    """`add_taps` for taps ``b_lo..b_hi`` of the window row (the serial model's own row
+    takes its left and right taps from different values)."""
+    b = b_lo
+    while b <= b_hi:
+        n = min(3, b_hi - b + 1)
         add_tap_group(vrow, b, n, tot)
         b += n
 

@@ -23,6 +23,8 @@ A row is processed in steps that give exactly the decisions of a tap-by-tap scan
 A 3x3 window inside the frame, the common case, has one left tap in its row, so step 1
 also gives each pixel's code with that tap not pushed (`first_codes_three`), and step 2
 picks one of the two per pixel, walking only rows where they differ (`scan_three`).
+Other windows sum up to three taps a pass and take their maxima from each window row's
+`row_max`, kept in a ring from row to row (`first_codes`).
 
 With common mode (``cm`` not None) the offsets are estimated from the frame-start values
 before any pixel of the frame is pushed, exactly as in the frozen model, and every value
@@ -40,14 +42,14 @@ from aare_lab.detector.arith import G0, QUIET_UPDATE, pushed_row, values_row
 from ._buffers import reserve
 from ._common_mode import corrections, estimate_serial
 from ._decision import (
-    add_row_taps,
+    add_tap_range,
+    add_taps,
     classify,
     classify_three,
     is_store,
     list_stores,
     row_max,
     store_window,
-    window_rows,
     window_taps,
 )
 from ._gain import (
@@ -59,7 +61,7 @@ from ._gain import (
     scale_row,
 )
 
-SCRATCH_ROWS = 10
+SCRATCH_ROWS = 9
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -112,6 +114,11 @@ def serial_frame(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, ca
     thr, new_s, new_s2, new_v = rows[0], rows[1], rows[2], rows[3]
     # Step 1's sums of the general path, with what `scan_row` continues from.
     sums = rows[4:]
+    # 3x3 windows inside the frame take the fast path, the rest the general one, with
+    # its ring of row maxima kept from row to row; the fast path's end rows fill it.
+    three = gs is None and ry == 1 and rx == 1 and nx >= 3
+    maxima = np.empty((2 * ry + 1, nx), v.dtype)
+    kept = not three
     unpushed = np.empty(nx, np.uint8)
     stores = np.empty(nx, np.int64)
     if cm is None:
@@ -125,8 +132,13 @@ def serial_frame(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, ca
     if gs is not None:
         for i in range(ny):
             calibrate_row(gs[3][i], frame[i], gs[0], gs[1], i, v[i])
+    if kept:
+        for r in range(min(ry, ny)):
+            row_max(v[r], rx, maxima[r % maxima.shape[0]])
     found = 0
     for i in range(ny):
+        if kept and i + ry < ny:
+            row_max(v[i + ry], rx, maxima[(i + ry) % maxima.shape[0]])
         if cm is None:
             pushed_row(frame[i], off[i], s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr,
                        new_s, new_s2, new_v, None)
@@ -137,62 +149,81 @@ def serial_frame(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, ca
             # Room for a whole row of clusters, so the scan never checks; reserve() is
             # too costly to call per cluster.
             win, ys, xs = reserve(win, ys, xs, n_out + nx)
-        if gs is None and ry == 1 and rx == 1 and nx >= 3 and 0 < i < ny - 1:
+        if three and 0 < i < ny - 1:
             first_codes_three(v, i, new_v, thr, c3, codes[i], unpushed)
             n_out, found = scan_three(v, i, new_v, codes[i], unpushed, stores, cap,
                                       round_values, win, ys, xs, n_out, found)
             apply_pushes(codes[i], None, new_s, new_s2, new_v, s[i], s2[i], v[i])
         elif gs is None:
-            first_codes(v, i, new_v, thr, c3, ry, rx, sums, codes[i], None)
+            first_codes(v, i, new_v, thr, c3, ry, rx, sums, maxima, kept, codes[i], None)
             n_out, found = scan_row(v, i, new_v, thr, c3, ry, rx, sums, codes[i], None, cap,
                                     round_values, win, ys, xs, n_out, found)
             apply_pushes(codes[i], None, new_s, new_s2, new_v, s[i], s2[i], v[i])
+            if kept:
+                row_max(v[i], rx, maxima[i % maxima.shape[0]])
         else:
             kev_thresholds_row(gs[1], i, thr)
             scale_row(gs[1], i, new_v)
             status = gs[3][i]
-            first_codes(v, i, new_v, thr, c3, ry, rx, sums, codes[i], status)
+            first_codes(v, i, new_v, thr, c3, ry, rx, sums, maxima, kept, codes[i], status)
             n_out, found = scan_row(v, i, new_v, thr, c3, ry, rx, sums, codes[i], status, cap,
                                     round_values, win, ys, xs, n_out, found)
             apply_pushes(codes[i], status, new_s, new_s2, new_v, s[i], s2[i], v[i])
+            row_max(v[i], rx, maxima[i % maxima.shape[0]])
     return win, ys, xs, n_out, found
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def first_codes(v, i, new_v, thr, c3, ry, rx, sums, codes, status):
+def first_codes(v, i, new_v, thr, c3, ry, rx, sums, maxima, kept, codes, status):
     """Step 1: row ``i``'s codes as if every left tap in the row had been pushed.
 
     ``new_v`` holds the row's pushed values, ``status`` the row's JUNGFRAU pixel status or
-    None; ``sums`` is six rows of scratch, where `scan_row` finds each pixel's sum and
+    None; ``sums`` is five rows of scratch, where `scan_row` finds each pixel's sum and
     maximum over the window rows above (``sums[2]``, ``sums[3]``) and its window's
-    maximum without the left taps in its row (``sums[4]``).
+    maximum without the left taps in its row (``sums[4]``). The sum takes up to three
+    taps a pass (`add_taps`); the maximum, in any order, each window row's `row_max`
+    from ``maxima``, a ring of ``2 ry + 1`` rows that `serial_frame` keeps (``kept``:
+    the rows above as pushed, the rows below as at the frame's start), else filled here.
     """
     ny, nx = v.shape
-    tot, m, above_t, above_m, rest, scratch = sums[0], sums[1], sums[2], sums[3], sums[4], sums[5]
-    for j in range(nx):
-        tot[j] = 0
-        m[j] = v[i, j]
-    window_rows(v, i, -ry, -1, rx, tot, m)
+    ring = maxima.shape[0]
+    tot, m, above_t, above_m, rest = sums[0], sums[1], sums[2], sums[3], sums[4]
+    top, bottom = max(i - ry, 0), min(i + ry, ny - 1)
+    if not kept:
+        for r in range(top, bottom + 1):
+            if r != i:
+                row_max(v[r], rx, maxima[r % ring])
+    tot[:] = 0
+    for r in range(top, i):
+        add_taps(v[r], rx, tot)
     above_t[:] = tot
-    above_m[:] = m
-    add_row_taps(new_v, -rx, -1, tot, m)
-    add_row_taps(v[i], 0, rx, tot, m)
-    window_rows(v, i, 1, ry, rx, tot, m)
-    # A maximum in any order: the taps right of each pixel, then the rows below.
+    add_tap_range(new_v, -rx, -1, tot)
+    add_tap_range(v[i], 0, rx, tot)
+    for r in range(i + 1, bottom + 1):
+        add_taps(v[r], rx, tot)
+    above_m[:] = v[i]
+    for r in range(top, i):
+        fold_max(above_m, maxima[r % ring])
     rest[:] = above_m
     for b in range(1, min(rx, nx - 1) + 1):
-        ahead, out = v[i, b:], rest[:nx - b]
-        for k in range(nx - b):
-            out[k] = max(out[k], ahead[k])
-    for a in range(1, min(ry, ny - 1 - i) + 1):
-        row_max(v[i + a], rx, scratch)
-        for k in range(nx):
-            rest[k] = max(rest[k], scratch[k])
+        fold_max(rest[:nx - b], v[i, b:])
+    for r in range(i + 1, bottom + 1):
+        fold_max(rest, maxima[r % ring])
+    m[:] = rest
+    for b in range(1, min(rx, nx - 1) + 1):
+        fold_max(m[b:], new_v)
     for j in range(nx):
         code = classify(v[i, j], thr[j], m[j], tot[j], c3)
         if status is not None:
             code = gated(code, status[j])
         codes[j] = code
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def fold_max(out, values):
+    """``out[k] = max(out[k], values[k])`` for every ``k`` of ``out``."""
+    for k in range(len(out)):
+        out[k] = max(out[k], values[k])
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
