@@ -151,7 +151,7 @@ def add_taps(vrow, rx, tot):
     add_tap_range(vrow, -rx, rx, tot)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def add_tap_range(vrow, b_lo, b_hi, tot):
     """`add_taps` for taps ``b_lo..b_hi`` of the window row (the serial model's own row
     takes its left and right taps from different values)."""
