@@ -1,8 +1,9 @@
-"""The CPU finders' fast window paths give, bit for bit, what the general ones give.
+"""The CPU finders' fast window paths give, bit for bit, what the taps one by one give.
 
-`classify_three`, `add_taps` with `row_max` and `list_stores` serve the frozen CPU finder
-inside the frame (`classify_three` and `list_stores` the serial one too); `add_row_taps` (sum and maximum, tap by tap per window row) and
-`classify` are the reference they must equal on any values, ties and frame edges included.
+`classify_three`, `add_three_taps`, `add_taps` / `add_tap_range` with `row_max`, and
+`list_stores` serve the frozen and the serial CPU finder; `add_row_taps` below (sum and
+maximum, tap by tap per window row, in the state's dtype) and `classify` are the reference
+they must equal on any values, ties and frame edges included.
 """
 
 import numpy as np
@@ -10,13 +11,25 @@ import pytest
 
 from aare_lab.detector.branches import Branch
 from aare_lab.finders._decision import (
-    add_row_taps,
+    add_tap_range,
     add_taps,
+    add_three_taps,
     classify,
     classify_three,
     list_stores,
     row_max,
 )
+
+
+def add_row_taps(vrow, b_lo, b_hi, tot, m):
+    """Add taps ``b_lo..b_hi`` of one window row to every pixel's ``tot`` and ``m``, one
+    tap at a time in raster order, skipping taps outside the row."""
+    nx = len(vrow)
+    for b in range(b_lo, b_hi + 1):
+        for j in range(nx):
+            if 0 <= j + b < nx:
+                tot[j] += vrow[j + b]
+                m[j] = max(m[j], vrow[j + b])
 
 
 def rows_with_ties(rng, n, nx, dtype):
@@ -79,6 +92,34 @@ def test_add_taps_and_row_max_equal_the_taps_one_by_one(dtype, rx, nx):
     maxima = np.empty(nx, dtype)
     row_max(row, rx, maxima)
     np.testing.assert_array_equal(maxima, m)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("nx", [2, 3, 5, 40])
+def test_add_three_taps_equals_the_taps_one_by_one(dtype, nx):
+    rng = np.random.default_rng(nx)
+    row, start = rows_with_ties(rng, 2, nx, dtype)
+    tot, m = start.copy(), row.copy()
+    add_row_taps(row, -1, 1, tot, m)
+    fast_tot, fast_m = start.copy(), row.copy()
+    add_three_taps(row, fast_tot, fast_m)
+    assert fast_tot.tobytes() == tot.tobytes()
+    np.testing.assert_array_equal(fast_m, m)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("b_lo, b_hi", [(-4, -1), (0, 4), (-1, -1), (0, 0), (-5, 2), (1, 3)])
+@pytest.mark.parametrize("nx", [1, 3, 9, 40])
+def test_add_tap_range_equals_the_taps_one_by_one(dtype, b_lo, b_hi, nx):
+    # The serial model's own window row: left taps from the pushed values, the rest not.
+    rng = np.random.default_rng(100 * nx + 10 * (b_lo + 5) + b_hi)
+    row = rng.normal(0, 10, nx).astype(dtype)
+    start = rng.normal(0, 10, nx).astype(dtype)
+    tot, m = start.copy(), row.copy()
+    add_row_taps(row, b_lo, b_hi, tot, m)
+    fast = start.copy()
+    add_tap_range(row, b_lo, b_hi, fast)
+    assert fast.tobytes() == tot.tobytes()
 
 
 @pytest.mark.parametrize("nx", [1, 7, 8, 9, 16, 403])

@@ -218,7 +218,7 @@ def test_float_windows_keep_the_exact_values(finder):
 
 def window_sums(v, ry, rx, outside):
     """Every pixel's window sum and maximum, taps in raster order as the finders add them
-    (`aare_lab.finders._decision.window_rows`, ``val > m ? val : m`` as the CUDA kernel
+    (`aare_lab.finders._decision`, ``val > m ? val : m`` as the CUDA kernel
     compares): taps outside the frame left out (``outside=None``, the finders) or read as
     ``outside`` (the kernel's zeros)."""
     ny, nx = v.shape

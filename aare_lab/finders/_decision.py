@@ -2,11 +2,11 @@
 
 A pixel's decision needs its window's maximum ``m`` and its sum ``tot`` taken in raster
 order of the window, starting from 0. The finders build them for every pixel of an image
-row at once (the same per-pixel order, vectorised across pixels): `window_rows` adds whole
-window rows to both (the serial finder; `add_three_taps` for 3-wide windows), `add_taps`
-the sum alone with the maximum from each window row's `row_max` (the frozen finder's
-wider windows: a maximum is the same in any order), and `window_taps` continues one
-pixel's sums tap by tap. `classify` then turns them into a branch code.
+row at once (the same per-pixel order, vectorised across pixels): `classify_three` a 3x3
+window inside the frame in one pass, `add_three_taps` both for a 3-wide window row,
+`add_taps` the sum alone with the maximum from each window row's `row_max` (wider
+windows: a maximum is the same in any order), and `window_taps` continues one pixel's
+sums tap by tap. `classify` then turns them into a branch code.
 
 Twin: ``kernels/frozen.cu`` mirrors ``classify`` and ``store_window`` line for line; its
 windows add the taps `window_taps` adds, in the same order, and read +0 for each tap
@@ -49,27 +49,12 @@ def classify(vp, thr_p, m, tot, c3):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def window_rows(v, i, a_lo, a_hi, rx, tot, m):
-    """Add window rows ``a_lo..a_hi`` of every pixel in image row ``i`` to ``tot``, ``m``.
-
-    ``tot`` and ``m`` are 1-D, one entry per pixel of the row. Taps outside the frame are
-    skipped. Each pixel's additions happen in raster order of its window, so ``tot`` is
-    bit-identical to a tap-by-tap sum.
-    """
-    ny, nx = v.shape
-    for a in range(max(a_lo, -i), min(a_hi, ny - 1 - i) + 1):
-        if rx == 1 and nx >= 2:
-            add_three_taps(v[i + a], tot, m)
-        else:
-            add_row_taps(v[i + a], -rx, rx, tot, m)
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
 def add_three_taps(vrow, tot, m):
-    """`add_row_taps` for taps -1, 0, 1 in one pass (3-wide windows, the common case).
+    """Add taps -1, 0, 1 of one window row, read from ``vrow``, to every pixel's ``tot`` and
+    ``m`` in one pass (3-wide windows, the common case).
 
-    The same additions in the same order per pixel, with one load and store of ``tot``
-    and ``m`` per pixel instead of three.
+    Each pixel's three additions in tap order, with one load and store of ``tot`` and
+    ``m`` per pixel instead of one per tap.
     """
     nx = len(vrow)
     tot[0] = (tot[0] + vrow[0]) + vrow[1]
@@ -93,7 +78,7 @@ def classify_three(above, left, row, below, thr, c3, codes, other_left, other_co
 
     One pass, the window's nine taps added and compared in registers: the sum in raster
     order from 0, as `add_three_taps` over the three rows, and the maximum of the nine,
-    which `classify` reads as the one of `window_rows`. Each pixel's left tap in its own
+    which `classify` reads as the one tap by tap. Each pixel's left tap in its own
     row is read from ``left``: ``row`` itself in the frozen model, the pushed values in the
     serial one, which also wants the codes with the left tap from ``other_left`` (the
     values not pushed) in ``other_codes``; None for both where not. ``codes[0]`` and
@@ -124,29 +109,12 @@ def classify_three(above, left, row, below, thr, c3, codes, other_left, other_co
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def add_row_taps(vrow, b_lo, b_hi, tot, m):
-    """Add taps ``b_lo..b_hi`` of one window row, read from ``vrow``, for every pixel."""
-    nx = len(vrow)
-    for b in range(b_lo, b_hi + 1):
-        j0 = max(0, -b)
-        j1 = max(j0, min(nx, nx - b))
-        # Slices first: indices counted from 0 compile to vector loads and stores.
-        tseg = tot[j0:j1]
-        mseg = m[j0:j1]
-        vseg = vrow[j0 + b:]
-        for k in range(len(tseg)):
-            val = vseg[k]
-            tseg[k] += val
-            mseg[k] = max(mseg[k], val)
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
 def add_taps(vrow, rx, tot):
     """Add taps ``-rx..rx`` of one window row, read from ``vrow``, to every pixel's ``tot``.
 
-    The sum of `add_row_taps` (taps outside the frame skipped, each pixel's additions in
-    raster order) without the maximum, with up to three taps per pass over the row, so
-    that ``tot`` is loaded and stored once per three taps.
+    Taps outside the frame are skipped and each pixel's additions are in raster order, so
+    ``tot`` is bit-identical to a tap-by-tap sum; up to three taps per pass over the row,
+    so that ``tot`` is loaded and stored once per three taps.
     """
     add_tap_range(vrow, -rx, rx, tot)
 
@@ -204,7 +172,7 @@ def row_max(vrow, rx, out):
     """``out[j]``: the maximum of ``vrow`` over ``j-rx..j+rx`` inside the row.
 
     The window's maximum is the maximum of its rows' `row_max`: a maximum does not depend
-    on the order it is taken in, so the decision sees the one of `add_row_taps`.
+    on the order it is taken in, so the decision sees the one taken tap by tap.
     """
     nx = len(vrow)
     for j in range(nx):
