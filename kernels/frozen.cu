@@ -367,7 +367,7 @@ __device__ __forceinline__ int histogram_bin(double e, const double* edges, int 
 // of each row). A window reads zeros where its taps lie outside the frame: in the gaps
 // between rows, and in the tile's rows above the frame's first or below its last. The
 // frozen finder leaves those taps out of the window's sum and maximum
-// (_decision.window_rows); zeros give the same decision, bit for bit:
+// (_decision.window_taps, add_taps); zeros give the same decision, bit for bit:
 // - the sum starts at +0 and so is never -0 (x + -x is +0), and adding +0 leaves it as it is;
 // - a zero raises the maximum m only where every tap inside is below zero, v(p) among them.
 //   Then classify answers the same with either m: v(p) < -thr is NEG_SKIP for both; else

@@ -202,6 +202,7 @@ def reference_case(seed, shape=(10, 13), n_dark=6, n_frames=6):
                      -rng.uniform(0.09, 0.13, shape)])
     gain[:, 2, 3] = 0.0
     gain[1, 5, 5] = 0.0
+    gain[0, 7, 8] = 0.0   # flagged in G0, calibrated in G1: its pushed value is never read
     dark = np.rint(rng.normal(pedestal[0], 3.0, (n_dark, *shape))).astype(np.uint16)
     adc = rng.normal(pedestal[0], 3.0, (n_frames, *shape))
     adc += rng.choice([-15.0, 0.0, 9.0], n_frames)[:, None, None]
@@ -214,13 +215,19 @@ def reference_case(seed, shape=(10, 13), n_dark=6, n_frames=6):
         raw[where] = (bits << 14) | np.clip(np.rint(level), 0, 16383).astype(np.uint16)[where]
     specials = rng.random(raw.shape) < 0.02
     raw[specials] = rng.choice(SPECIAL, specials.sum())
+    raw[1::2, 7, 8] = (0b01 << 14) | int(pedestal[1, 7, 8] + gain[1, 7, 8] * 200)
     return dark, raw, JungfrauCalibration(pedestal=pedestal, gain=gain)
 
 
 @pytest.mark.parametrize("model", list(FINDERS))
-@pytest.mark.parametrize("dtype, noise, with_cm", [("float64", "running", False),
-                                                   ("float32", "fixed", True)])
-def test_finders_match_the_reference(model, dtype, noise, with_cm):
+@pytest.mark.parametrize("dtype, noise, with_cm, size", [
+    ("float64", "running", False, (3, 3)),
+    ("float32", "fixed", True, (3, 3)),
+    # Other windows: the CPU finders' general paths.
+    ("float64", "running", False, (5, 3)),
+    ("float32", "fixed", True, (3, 5)),
+])
+def test_finders_match_the_reference(model, dtype, noise, with_cm, size):
     dark, frames, cal = reference_case(hash((model, dtype)) % 2**32)
     shape = frames.shape[1:]
     labels = np.random.default_rng(1).integers(-1, 2, shape) if with_cm else None
@@ -233,7 +240,7 @@ def test_finders_match_the_reference(model, dtype, noise, with_cm):
         for k, frame in enumerate(frames):
             if with_cm:
                 offsets.append(common_mode(ref, frame.tolist(), 5.0, labels.tolist(), ref_cal))
-            cl, found, c = find_frame(ref, frame.tolist(), 5.0, (3, 3), model,
+            cl, found, c = find_frame(ref, frame.tolist(), 5.0, size, model,
                                       labels=None if labels is None else labels.tolist(),
                                       cal=ref_cal, round_window=False)
             expected += [(k, y, x, w) for y, x, w in cl]
@@ -241,7 +248,7 @@ def test_finders_match_the_reference(model, dtype, noise, with_cm):
             codes.append(c)
     ped = Pedestal(shape, len(dark), dtype, noise)
     ped.push_dark(dark)
-    result = FINDERS[model](ped, 5.0, 3, window_dtype=dtype, common_mode=labels,
+    result = FINDERS[model](ped, 5.0, size, window_dtype=dtype, common_mode=labels,
                             calibration=cal).find(frames, branch_maps=True, progress=False)
     got = [(int(f), int(y), int(x), w.ravel().tolist()) for f, y, x, w in zip(
         *(result[k].to_numpy() for k in ("frame_number", "y", "x", "window")))]

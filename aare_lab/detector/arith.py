@@ -112,14 +112,10 @@ def running_threshold(resid, q2, nsig, zero):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def ema(s, s2, y, N):
-    """One pedestal push: ``s += y - s / N``, ``s2 += y * y - s2 / N``, ``y = x - off``."""
-    return ema_resid(s, s2, y, s / N, s2 / N)
-
-
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def ema_resid(s, s2, y, resid, q2):
-    """`ema` with ``resid = s / N`` and ``q2 = s2 / N`` already divided (the same bits)."""
+def ema(s, s2, y, resid, q2):
+    """One pedestal push: ``s += y - s / N``, ``s2 += y * y - s2 / N``, ``y = x - off``,
+    with ``resid = s / N`` and ``q2 = s2 / N`` divided by the caller (once for the push
+    and whatever else reads them)."""
     return s + (y - resid), s2 + (y * y - q2)
 
 
@@ -145,7 +141,7 @@ def pushed_row(frame, off, s, s2, rms_fixed, fixed, N, nsig, thr, new_s, new_s2,
         y = centred(new_v[j], off, j)
         if corr is not None:
             y = y - corr[j]
-        new_s[j], new_s2[j] = ema_resid(s[j], s2[j], y, resid, q2)
+        new_s[j], new_s2[j] = ema(s[j], s2[j], y, resid, q2)
         new_v[j] = y - new_s[j] / N
 
 
@@ -156,7 +152,7 @@ def update_quiet_row(codes, frame, off, s, s2, N, x, corr, status, resid):
     The `ema` update in place, without the value read back; ``x`` is scratch of the row's
     length in the state's dtype; ``corr`` as in `values_row`; ``status`` the row's JUNGFRAU
     pixel status, of which only G0 is pushed, or None (compiled away) without gain bits;
-    ``resid`` the row's ``s / N`` where `values_resid_row` kept it (`ema_resid`: the same
+    ``resid`` the row's ``s / N`` where `values_resid_row` kept it (the same
     bits, one division a pixel fewer), or None (compiled away) to divide here.
     """
     for j in range(len(frame)):
@@ -168,7 +164,7 @@ def update_quiet_row(codes, frame, off, s, s2, N, x, corr, status, resid):
             mean = s[j] / N
         else:
             mean = resid[j]
-        new_s, new_s2 = ema_resid(s[j], s2[j], y, mean, s2[j] / N)
+        new_s, new_s2 = ema(s[j], s2[j], y, mean, s2[j] / N)
         quiet = codes[j] == QUIET_UPDATE
         if status is not None:
             quiet = quiet and status[j] == G0

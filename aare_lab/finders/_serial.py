@@ -169,7 +169,8 @@ def serial_frame(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, ca
             n_out, found = scan_row(v, i, new_v, thr, c3, ry, rx, sums, codes[i], status, cap,
                                     round_values, win, ys, xs, n_out, found)
             apply_pushes(codes[i], status, new_s, new_s2, new_v, s[i], s2[i], v[i])
-            row_max(v[i], rx, maxima[i % maxima.shape[0]])
+            if kept:
+                row_max(v[i], rx, maxima[i % maxima.shape[0]])
     return win, ys, xs, n_out, found
 
 
@@ -178,9 +179,9 @@ def first_codes(v, i, new_v, thr, c3, ry, rx, sums, maxima, kept, codes, status)
     """Step 1: row ``i``'s codes as if every left tap in the row had been pushed.
 
     ``new_v`` holds the row's pushed values, ``status`` the row's JUNGFRAU pixel status or
-    None; ``sums`` is five rows of scratch, where `scan_row` finds each pixel's sum and
-    maximum over the window rows above (``sums[2]``, ``sums[3]``) and its window's
-    maximum without the left taps in its row (``sums[4]``). The sum takes up to three
+    None; ``sums`` is five rows of scratch, where `scan_row` finds each pixel's sum over
+    the window rows above (``sums[2]``), the maximum of those and its own value
+    (``sums[3]``), and its window's maximum without the left taps in its row (``sums[4]``). The sum takes up to three
     taps a pass (`add_taps`); the maximum, in any order, each window row's `row_max`
     from ``maxima``, a ring of ``2 ry + 1`` rows that `serial_frame` keeps (``kept``:
     the rows above as pushed, the rows below as at the frame's start), else filled here.
@@ -237,7 +238,9 @@ def scan_row(v, i, new_v, thr, c3, ry, rx, sums, codes, status, cap, round_value
     nx = v.shape[1]
     above_t, above_m, rest = sums[2], sums[3], sums[4]
     quiet_run = rx
-    settled = 0  # pixels before it are settled (a pixel is, at most once)
+    # The scan's pushed pixels in [j - rx, settled) have their pushed values in v; earlier
+    # ones are not read again.
+    settled = 0
     for j in range(nx):
         code = codes[j]
         if quiet_run < rx:
