@@ -56,6 +56,7 @@ from ._gain import (
     estimate_labels,
     gated,
     kev_thresholds_row,
+    statuses,
 )
 
 PARALLEL = {"cache": True, "nogil": True, "parallel": True, "error_model": "numpy"}
@@ -187,12 +188,8 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
 def push_row(i, codes, frame, off, s, s2, N, x, corr, gs, resid):
     """`update_quiet_row` of row ``i``; with ``gs``, of its G0 pixels only; ``resid`` the
     row's ``s / N`` from its values, or None."""
-    if gs is None:
-        update_quiet_row(codes[i], frame[i], row_of(off, i), s[i], s2[i], N, x,
-                         row_of(corr, i), None, resid)
-    else:
-        update_quiet_row(codes[i], frame[i], row_of(off, i), s[i], s2[i], N, x,
-                         row_of(corr, i), gs[3][i], resid)
+    update_quiet_row(codes[i], frame[i], row_of(off, i), s[i], s2[i], N, x,
+                     row_of(corr, i), row_of(statuses(gs), i), resid)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")

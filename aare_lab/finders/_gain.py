@@ -15,7 +15,8 @@ Twin: ``kernels/frozen.cu`` (``GAIN_SWITCHING``) mirrors these functions line fo
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
 
 from aare_lab.detector.arith import G0, NEG_SKIP
 from aare_lab.detector.jungfrau import (
@@ -105,6 +106,20 @@ def scale_row(gain, i, v):
     """Row ``i``'s G0 ADU values to keV, ``v / gain[0]`` (the serial model's pushed reads)."""
     for j in range(len(v)):
         v[j] = v[j] / gain[0, i, j]
+
+
+def statuses(gs):
+    """The frame's pixel status from the gain-switching tuple ``gs``, or None without one:
+    with `aare_lab.detector.arith.row_of`, a row's ``status`` for the row functions."""
+    return None if gs is None else gs[3]
+
+
+@overload(statuses, jit_options={"cache": True, "nogil": True, "error_model": "numpy"})
+def _statuses(gs):
+    # Decided when the caller compiles, from the argument's type.
+    if isinstance(gs, types.NoneType):
+        return lambda gs: None
+    return lambda gs: gs[3]
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

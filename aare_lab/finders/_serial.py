@@ -37,7 +37,7 @@ only pushed pixels count as quiet for step 2.
 import numpy as np
 from numba import njit
 
-from aare_lab.detector.arith import G0, QUIET_UPDATE, pushed_row, values_row
+from aare_lab.detector.arith import G0, QUIET_UPDATE, pushed_row, row_of, values_row
 
 from ._buffers import reserve
 from ._common_mode import corrections, estimate_serial
@@ -59,6 +59,7 @@ from ._gain import (
     gated,
     kev_thresholds_row,
     scale_row,
+    statuses,
 )
 
 SCRATCH_ROWS = 9
@@ -154,17 +155,11 @@ def serial_frame(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, ca
             n_out, found = scan_three(v, i, new_v, codes[i], unpushed, stores, cap,
                                       round_values, win, ys, xs, n_out, found)
             apply_pushes(codes[i], None, new_s, new_s2, new_v, s[i], s2[i], v[i])
-        elif gs is None:
-            first_codes(v, i, new_v, thr, c3, ry, rx, sums, maxima, kept, codes[i], None)
-            n_out, found = scan_row(v, i, new_v, thr, c3, ry, rx, sums, codes[i], None, cap,
-                                    round_values, win, ys, xs, n_out, found)
-            apply_pushes(codes[i], None, new_s, new_s2, new_v, s[i], s2[i], v[i])
-            if kept:
-                row_max(v[i], rx, maxima[i % maxima.shape[0]])
         else:
-            kev_thresholds_row(gs[1], i, thr)
-            scale_row(gs[1], i, new_v)
-            status = gs[3][i]
+            if gs is not None:
+                kev_thresholds_row(gs[1], i, thr)
+                scale_row(gs[1], i, new_v)
+            status = row_of(statuses(gs), i)
             first_codes(v, i, new_v, thr, c3, ry, rx, sums, maxima, kept, codes[i], status)
             n_out, found = scan_row(v, i, new_v, thr, c3, ry, rx, sums, codes[i], status, cap,
                                     round_values, win, ys, xs, n_out, found)
@@ -181,8 +176,9 @@ def first_codes(v, i, new_v, thr, c3, ry, rx, sums, maxima, kept, codes, status)
     ``new_v`` holds the row's pushed values, ``status`` the row's JUNGFRAU pixel status or
     None; ``sums`` is five rows of scratch, where `scan_row` finds each pixel's sum over
     the window rows above (``sums[2]``), the maximum of those and its own value
-    (``sums[3]``), and its window's maximum without the left taps in its row (``sums[4]``). The sum takes up to three
-    taps a pass (`add_taps`); the maximum, in any order, each window row's `row_max`
+    (``sums[3]``), and its window's maximum without the left taps in its row
+    (``sums[4]``). The sum takes up to three taps a pass (`add_taps`); the maximum, in
+    any order, each window row's `row_max`
     from ``maxima``, a ring of ``2 ry + 1`` rows that `serial_frame` keeps (``kept``:
     the rows above as pushed, the rows below as at the frame's start), else filled here.
     """
