@@ -11,6 +11,7 @@ from aare_lab import FinderSpec, FrozenFinder, GainBitsWarning, SerialFinder, fi
 from aare_lab.cli import main
 from aare_lab.detector.jungfrau import ADC_MASK, GainBitsTally, gain_bits_per_frame
 from aare_lab.finders import CudaFinder
+from aare_lab.finders.frozen import max_threads
 from aare_lab.pipeline import train_pedestal
 from aare_lab.simulate import (
     Beam,
@@ -64,6 +65,33 @@ def test_data_frames_with_gain_bits_warn_once(run, cls):
     assert messages[0].startswith("4 pixels in 2 of 8 frames of ")
     assert "--calibration FILE" in messages[0]
     assert "calibration=aare_lab.JungfrauCalibration.load(FILE)" in messages[0]
+
+
+@pytest.mark.parametrize("make", [
+    lambda ped: SerialFinder(ped, chunk_frames=3),
+    lambda ped: SerialFinder(ped, 5.0, 5, common_mode=np.arange(SHAPE[1]) // 8 + np.zeros(
+        SHAPE, np.int64), chunk_frames=3),
+    lambda ped: FrozenFinder(ped, chunk_frames=3, threads=1),
+    lambda ped: FrozenFinder(ped, 5.0, 9, chunk_frames=3, threads=max_threads()),
+    lambda ped: FrozenFinder(ped, common_mode=np.arange(SHAPE[1]) // 8 + np.zeros(
+        SHAPE, np.int64), chunk_frames=3, threads=max_threads()),
+], ids=["serial", "serial-common-mode", "frozen-1-thread", "frozen-9x9-all-threads",
+        "frozen-common-mode"])
+def test_the_cpu_finders_count_every_switched_pixel(run, make):
+    # From none to every pixel switched, frame by frame, over chunks of 3 frames: the
+    # compiled loops count each frame's rows as they read them, every row of every band.
+    dark, frames, _ = run
+    share = np.linspace(0, 1, len(frames))[:, None, None]
+    switched = frames | np.where(np.random.default_rng(5).random(frames.shape) < share,
+                                 np.uint16(G1), np.uint16(0))
+    expected = (switched > ADC_MASK).sum(axis=(1, 2)).tolist()
+    assert expected[0] == 0 and expected[-1] == frames[0].size and len(set(expected)) > 4
+    finder = make(train_pedestal(dark, N_DARK, progress=False))
+    handed, add = [], finder.gain_bits.add
+    finder.gain_bits.add = lambda counts: (handed.append(counts.copy()), add(counts))
+    assert sum(len(b.frame_numbers) for b in finder.find_batches(switched)) == len(frames)
+    assert [len(h) for h in handed] == [3, 3, 2]
+    assert np.concatenate(handed).tolist() == expected
 
 
 def test_a_finder_warns_once_over_a_split_run(run):

@@ -1,30 +1,45 @@
-"""The compiled count of the pixels with gain bits, frames on Numba's threads.
+"""The compiled count of the pixels with gain bits: a row (`row_above`), a frame
+(`frame_above`), a stack on Numba's threads (`count_above`).
 
-Run right before a CPU finder's loop, on the threads that loop uses: one pass over a
-chunk, spread over the cores. A NumPy pass on the calling thread alone takes about 0.5 ms
-per 64 MÖNCH frames, against 7-9 ms for the frozen finder's 64 frames on 16 cores.
+The CPU finders count each frame's rows inside their own loops, right after reading
+them for the row's values (as the GPU kernel does, ``kernels/frozen.cu``'s
+``n_gain_bits``): a separate pass before the loop read every frame from memory once more,
+12-15 % of the frozen finder's ``find`` on one thread of a 2-core VM
+(``benchmarks/README.md``, the gain-bit count).
 """
 
 from numba import njit, prange
 
 
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def row_above(row, limit):
+    """How many values of ``row`` are above ``limit``.
+
+    The row's maximum first (a vectorised pass) settles the common case, no value above;
+    only a row with one is counted (2.3x faster than counting every row).
+    """
+    top = row[0] - row[0]
+    for j in range(row.shape[0]):
+        top = max(top, row[j])
+    n = 0
+    if top > limit:
+        for j in range(row.shape[0]):
+            n += row[j] > limit
+    return n
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def frame_above(frame, limit):
+    """How many values of ``frame`` ``(ny, nx)`` are above ``limit`` (`row_above`)."""
+    n = 0
+    for i in range(frame.shape[0]):
+        n += row_above(frame[i], limit)
+    return n
+
+
 @njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 def count_above(frames, limit, out):
     """Write into ``out[f]`` how many values of frame ``f`` of ``frames`` ``(n, ny, nx)``
-    are above ``limit``.
-
-    A row's maximum first (a vectorised pass) settles the common case, no value above;
-    only a row with one is counted (2.3x faster than counting every row).
-    """
+    are above ``limit`` (`frame_above`), frames in parallel."""
     for f in prange(frames.shape[0]):
-        frame = frames[f]
-        n = 0
-        for i in range(frame.shape[0]):
-            row = frame[i]
-            top = row[0] - row[0]
-            for j in range(row.shape[0]):
-                top = max(top, row[j])
-            if top > limit:
-                for j in range(row.shape[0]):
-                    n += row[j] > limit
-        out[f] = n
+        out[f] = frame_above(frames[f], limit)

@@ -28,6 +28,7 @@ Twin: ``kernels/frozen.cu`` implements the same frame step on the GPU.
 import numpy as np
 from numba import get_num_threads, njit, prange
 
+from aare_lab.detector._gain_bit_loops import row_above
 from aare_lab.detector.arith import (
     row_of,
     thresholds_row,
@@ -51,6 +52,7 @@ from ._decision import (
     window_taps,
 )
 from ._gain import (
+    ADC_LIMIT,
     calibrate_row,
     decode_frame,
     estimate_labels,
@@ -104,7 +106,7 @@ def load_edges(frame, off, s, N, v, corr, gs, ry, n_bands):
 
 @njit(**PARALLEL)
 def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                   row_counts, stores, corr, gs, thresholds, n_bands):
+                   row_counts, stores, corr, gs, thresholds, row_bits, n_bands):
     """Classify every pixel, push QUIET_UPDATE pixels (corrected by ``corr``), count stores
     (``row_counts``) and list their columns (``stores[i, :row_counts[i]]``).
 
@@ -118,7 +120,10 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
     With ``gs`` (the `_gain` tuple), ``frame`` holds ADC values and ``v`` keV.
     ``thresholds`` are the frame's thresholds from its frame-start state when the caller
     has them already (the common-mode estimate reads them too), in ADU; None: computed
-    here, row by row.
+    here, row by row. ``row_bits``: each row's pixels with gain bits, counted while the
+    row's counts are in cache (`row_above`); empty: not counted (an array either way:
+    Numba 0.68 compiled an ``is not None`` test of it inside the ``prange`` out whenever
+    ``thresholds`` was given).
     """
     ny, nx = v.shape
     ring = 2 * ry + 1
@@ -142,6 +147,8 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
                     value_resid_row(r, frame, off, s, N, v, corr, gs, resid[r % ring])
                 if not three:
                     row_max(v[r], rx, maxima[r % ring])
+            if len(row_bits) > 0:
+                row_bits[i] = row_above(frame[i], ADC_LIMIT)
             if thresholds is None:
                 thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr)
             else:
@@ -234,16 +241,17 @@ def estimate_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, labels, f, c
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def classify_raw(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                 row_counts, stores, cm, gs, n_bands):
+                 row_counts, stores, cm, gs, row_bits, n_bands):
     """Frame ``f``'s values (common mode with ``cm``, keV with ``gs``), codes and pushes,
-    in ``n_bands`` bands of rows.
+    in ``n_bands`` bands of rows; its rows' pixels with gain bits into ``row_bits``, unless
+    empty.
 
     ``frame`` holds the counts, or with ``gs`` the ADC values `decode_frame` wrote.
     """
     if cm is None:
         load_edges(frame, off, s, N, v, None, gs, ry, n_bands)
         classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                       codes, row_counts, stores, None, gs, None, n_bands)
+                       codes, row_counts, stores, None, gs, None, row_bits, n_bands)
     else:
         thr, corr = cm[6], cm[7]
         if gs is None:
@@ -253,13 +261,14 @@ def classify_raw(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
             estimate_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, gs[4], f, cm)
         load_edges(frame, off, s, N, v, corr, gs, ry, n_bands)
         classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                       codes, row_counts, stores, corr, gs, thr, n_bands)
+                       codes, row_counts, stores, corr, gs, thr, row_bits, n_bands)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
                   round_values, v, codes, row_counts, row_start,
-                  win, ys, xs, n_out, n_found, n_kept, map_slot, maps, cm, gs, n_bands):
+                  win, ys, xs, n_out, n_found, n_kept, map_slot, maps, cm, gs, gain_bits,
+                  n_bands):
     """Run the frozen model over ``frames`` (n, ny, nx), advancing the pedestal in place.
 
     Clusters are appended to ``win``/``ys``/``xs`` from row ``n_out`` on, in raster
@@ -268,19 +277,24 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
     `aare_lab.finders.base.CpuFinder` (labels, scratch, and the per-frame offsets and pixel
     counts it fills); ``gs`` None, or its gain-switching tuple (the calibration, scratch,
     and the per-frame flagged pixels it fills). Returns the (possibly reallocated) buffers
-    and the new row count. ``n_bands``: bands of rows (`classify_frame`), one per thread.
+    and the new row count. ``gain_bits``: None, or the per-frame count of pixels with gain
+    bits to fill (frames read as counts, without ``gs``). ``n_bands``: bands of rows
+    (`classify_frame`), one per thread.
     """
     nf, ny = frames.shape[:2]
     stores = np.empty(v.shape, np.int32)
+    row_bits = np.zeros(0 if gain_bits is None else ny, np.int64)
     for f in range(nf):
         if gs is None:
             classify_raw(frames[f], f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                         codes, row_counts, stores, cm, None, n_bands)
+                         codes, row_counts, stores, cm, None, row_bits, n_bands)
+            if gain_bits is not None:
+                gain_bits[f] = row_bits.sum()
         else:
             _, gain, adc, status, _, row_flagged, out_flagged = gs
             out_flagged[f] = decode_frame(frames[f], gain, adc, status, row_flagged)
             classify_raw(adc, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                         codes, row_counts, stores, cm, gs, n_bands)
+                         codes, row_counts, stores, cm, gs, row_bits, n_bands)
         total = 0
         for i in range(ny):
             row_start[i] = total

@@ -32,7 +32,8 @@ G1, G2, FLAGGED = np.uint8(1), np.uint8(2), np.uint8(3)
 #: Raw values that carry no energy, as `aare_lab.detector.jungfrau` flags them (scalars for Numba).
 _READOUT_ERROR_LOW, _READOUT_ERROR_HIGH = READOUT_ERROR_VALUES
 _SATURATED_G2, _SATURATED_G0 = SATURATED_VALUES
-_MASK = np.uint16(ADC_MASK)
+#: The ADC bits of a raw value, and the largest value without gain bits (a uint16 for Numba).
+ADC_LIMIT = np.uint16(ADC_MASK)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -52,7 +53,7 @@ def decode_row(raw, gain, i, adc, status):
     flagged = 0
     for j in range(len(raw)):
         x = raw[j]
-        adc[j] = x & _MASK
+        adc[j] = x & ADC_LIMIT
         st = pixel_status(x, gain, i, j)
         status[j] = st
         flagged += st == FLAGGED

@@ -37,6 +37,7 @@ only pushed pixels count as quiet for step 2.
 import numpy as np
 from numba import njit
 
+from aare_lab.detector._gain_bit_loops import frame_above
 from aare_lab.detector.arith import G0, QUIET_UPDATE, pushed_row, row_of, values_row
 
 from ._buffers import reserve
@@ -53,6 +54,7 @@ from ._decision import (
     window_taps,
 )
 from ._gain import (
+    ADC_LIMIT,
     calibrate_row,
     decode_row,
     estimate_labels,
@@ -68,12 +70,15 @@ SCRATCH_ROWS = 9
 @njit(cache=True, nogil=True, error_model="numpy")
 def serial_chunk(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
                  round_values, v, codes, rows,
-                 win, ys, xs, n_out, n_found, n_kept, map_slot, maps, cm, gs):
+                 win, ys, xs, n_out, n_found, n_kept, map_slot, maps, cm, gs, gain_bits):
     """Run the serial model over ``frames``; arguments as in ``frozen_chunk`` but for
     ``rows``, scratch of shape (SCRATCH_ROWS, nx)."""
     nf, ny = frames.shape[:2]
     for f in range(nf):
         if gs is None:
+            if gain_bits is not None:
+                # Counted right before the frame's values read it: from cache then.
+                gain_bits[f] = frame_above(frames[f], ADC_LIMIT)
             win, ys, xs, n_out, found = serial_frame(
                 frames[f], f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
                 round_values, v, codes, rows, win, ys, xs, n_out, cm, None)

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 from aare_lab.checks import positive_int
 from aare_lab.detector.common_mode import region_count
 from aare_lab.detector.dark.quality import assess_dark
-from aare_lab.detector.jungfrau import GainBitsTally, GainBitsWarning, gain_bits_per_frame
+from aare_lab.detector.jungfrau import GainBitsTally, GainBitsWarning
 from aare_lab.detector.pedestal import Pedestal
 from aare_lab.frames import as_frame_stack
 from aare_lab.model.capacity import (
@@ -412,11 +412,6 @@ class Finder(ABC):
         reads them, until this finder has warned about them (it never warns again)."""
         return self.gain_bits is not None and not self._gain_bits_reported
 
-    def _count_gain_bits(self, frames) -> None:
-        """Count the pixels of a chunk with gain bits (`_counting_gain_bits`)."""
-        if self._counting_gain_bits:
-            self.gain_bits.add(gain_bits_per_frame(frames))
-
     # --------------------------------------------------------------- helpers
     def _batches(self, frames, frame_numbers, wanted: bool | set[int], progress: bool,
                  **options) -> Iterator[ClusterBatch]:
@@ -650,8 +645,9 @@ class CpuFinder(Finder):
         ped = self.pedestal
         ped.require_ready()
         frames = as_frame_stack(frames, ped.frame_shape)
-        self._count_gain_bits(frames)
         n = frames.shape[0]
+        # Counted by the compiled loop as it reads each frame (`_counting_gain_bits`).
+        gain_bits = np.zeros(n, np.int64) if self._counting_gain_bits else None
         slot = self._map_slots(numbers, branch_maps)
         n_maps = int((slot >= 0).sum())
         maps = np.zeros((n_maps, *ped.frame_shape), np.uint8)
@@ -672,7 +668,9 @@ class CpuFinder(Finder):
             frames, cap=cap_to_attr(self.spec.max_clusters_per_frame),
             round_values=self.spec.window_dtype in INTEGER_WINDOW_DTYPES,
             win=win, ys=ys, xs=xs, n_found=n_found, n_kept=n_kept,
-            map_slot=slot, maps=maps, cm=cm, gs=gs)
+            map_slot=slot, maps=maps, cm=cm, gs=gs, gain_bits=gain_bits)
+        if gain_bits is not None:
+            self.gain_bits.add(gain_bits)
         self._out = (win, ys, xs)
         keep = np.copy if copy else np.asarray
         return ClusterBatch(
@@ -702,6 +700,7 @@ class CpuFinder(Finder):
 
     @abstractmethod
     def _run(self, frames, *, cap, round_values, win, ys, xs, n_found, n_kept,
-             map_slot, maps, cm, gs):
-        """Call the compiled chunk loop; return ``(win, ys, xs, n_out)``."""
+             map_slot, maps, cm, gs, gain_bits):
+        """Call the compiled chunk loop; return ``(win, ys, xs, n_out)``. ``gain_bits``:
+        None, or the per-frame counts of pixels with gain bits for the loop to fill."""
 

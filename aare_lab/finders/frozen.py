@@ -36,12 +36,13 @@ class FrozenFinder(CpuFinder):
         self._row_start = np.zeros(ny, np.int64)
 
     def _run(self, frames, *, cap, round_values, win, ys, xs, n_found, n_kept,
-             map_slot, maps, cm, gs):
+             map_slot, maps, cm, gs, gain_bits):
         previous = numba.get_num_threads()
         numba.set_num_threads(self.threads or max_threads())
         try:
             return frozen_chunk(frames, *self._kernel_args(), cap, round_values,
                                 self._v, self._codes, self._row_counts, self._row_start,
-                                win, ys, xs, 0, n_found, n_kept, map_slot, maps, cm, gs)
+                                win, ys, xs, 0, n_found, n_kept, map_slot, maps, cm, gs,
+                                gain_bits)
         finally:
             numba.set_num_threads(previous)

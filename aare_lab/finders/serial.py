@@ -19,7 +19,7 @@ class SerialFinder(CpuFinder):
         self._rows = np.empty((SCRATCH_ROWS, self.pedestal.frame_shape[1]), self.pedestal.dtype)
 
     def _run(self, frames, *, cap, round_values, win, ys, xs, n_found, n_kept,
-             map_slot, maps, cm, gs):
+             map_slot, maps, cm, gs, gain_bits):
         return serial_chunk(frames, *self._kernel_args(), cap, round_values,
                             self._v, self._codes, self._rows,
-                            win, ys, xs, 0, n_found, n_kept, map_slot, maps, cm, gs)
+                            win, ys, xs, 0, n_found, n_kept, map_slot, maps, cm, gs, gain_bits)
