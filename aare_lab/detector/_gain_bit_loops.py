@@ -1,11 +1,10 @@
 """The compiled count of the pixels with gain bits: a row (`row_above`), a frame
 (`frame_above`), a stack on Numba's threads (`count_above`).
 
-The CPU finders count each frame's rows inside their own loops, right after reading
-them for the row's values (as the GPU kernel does, ``kernels/frozen.cu``'s
-``n_gain_bits``): a separate pass before the loop read every frame from memory once more,
-12-15 % of the frozen finder's ``find`` on one thread of a 2-core VM
-(``benchmarks/README.md``, the gain-bit count).
+The CPU finders count each frame inside their own loops, row by row where their threads
+read it (as the GPU kernel does, ``kernels/frozen.cu``'s ``n_gain_bits``), rather than in
+a pass of their own over each chunk before the loop, which read every frame once more and
+cost a parallel region per chunk.
 """
 
 from numba import njit, prange

@@ -87,8 +87,9 @@ def gain_bits_per_frame(frames: np.ndarray) -> np.ndarray:
     """Per frame of a stack, the pixels whose gain bits are not G0's 00 (values above
     ``ADC_MASK``).
 
-    The cuda finder counts them in its kernel, from the values it reads anyway
-    (``kernels/frozen.cu``, ``n_gain_bits``).
+    The finders count them in their own loops, from the values they read anyway (the
+    cuda finder in its kernel, ``kernels/frozen.cu``'s ``n_gain_bits``; the CPU finders row
+    by row, `aare_lab.detector._gain_bit_loops`).
 
     Parameters
     ----------
