@@ -121,9 +121,9 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
     ``thresholds`` are the frame's thresholds from its frame-start state when the caller
     has them already (the common-mode estimate reads them too), in ADU; None: computed
     here, row by row. ``row_bits``: each row's pixels with gain bits, counted while the
-    row's counts are in cache (`row_above`); empty: not counted (an array either way:
-    Numba 0.68 compiled an ``is not None`` test of it inside the ``prange`` out whenever
-    ``thresholds`` was given).
+    row's counts are in cache (`row_above`); empty: not counted (an array either way: as
+    None-or-an-array, Numba's Optional, it read as None inside the ``prange`` whenever
+    ``thresholds`` was given, in Numba 0.68).
     """
     ny, nx = v.shape
     ring = 2 * ry + 1
