@@ -120,10 +120,8 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
     With ``gs`` (the `_gain` tuple), ``frame`` holds ADC values and ``v`` keV.
     ``thresholds`` are the frame's thresholds from its frame-start state when the caller
     has them already (the common-mode estimate reads them too), in ADU; None: computed
-    here, row by row. ``row_bits``: each row's pixels with gain bits, counted while the
-    row's counts are in cache (`row_above`); empty: not counted (an array either way: as
-    None-or-an-array, Numba's Optional, it read as None inside the ``prange`` whenever
-    ``thresholds`` was given, in Numba 0.68).
+    here, row by row. ``row_bits``: None, or each row's pixels with gain bits to count
+    while the row's counts are in cache (`row_above`).
     """
     ny, nx = v.shape
     ring = 2 * ry + 1
@@ -147,7 +145,7 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
                     value_resid_row(r, frame, off, s, N, v, corr, gs, resid[r % ring])
                 if not three:
                     row_max(v[r], rx, maxima[r % ring])
-            if len(row_bits) > 0:
+            if row_bits is not None:
                 row_bits[i] = row_above(frame[i], ADC_LIMIT)
             if thresholds is None:
                 thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr)
@@ -243,8 +241,7 @@ def estimate_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, labels, f, c
 def classify_raw(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
                  row_counts, stores, cm, gs, row_bits, n_bands):
     """Frame ``f``'s values (common mode with ``cm``, keV with ``gs``), codes and pushes,
-    in ``n_bands`` bands of rows; its rows' pixels with gain bits into ``row_bits``, unless
-    empty.
+    in ``n_bands`` bands of rows; with ``row_bits``, its rows' pixels with gain bits.
 
     ``frame`` holds the counts, or with ``gs`` the ADC values `decode_frame` wrote.
     """
@@ -268,7 +265,7 @@ def classify_raw(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
 def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
                   round_values, v, codes, row_counts, row_start,
                   win, ys, xs, n_out, n_found, n_kept, map_slot, maps, cm, gs, gain_bits,
-                  n_bands):
+                  row_bits, n_bands):
     """Run the frozen model over ``frames`` (n, ny, nx), advancing the pedestal in place.
 
     Clusters are appended to ``win``/``ys``/``xs`` from row ``n_out`` on, in raster
@@ -278,12 +275,11 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
     counts it fills); ``gs`` None, or its gain-switching tuple (the calibration, scratch,
     and the per-frame flagged pixels it fills). Returns the (possibly reallocated) buffers
     and the new row count. ``gain_bits``: None, or the per-frame count of pixels with gain
-    bits to fill (frames read as counts, without ``gs``). ``n_bands``: bands of rows
-    (`classify_frame`), one per thread.
+    bits to fill (frames read as counts, without ``gs``); ``row_bits`` the per-row scratch
+    it is summed from, None where ``gain_bits`` is. ``n_bands``: bands of rows (`classify_frame`), one per thread.
     """
     nf, ny = frames.shape[:2]
     stores = np.empty(v.shape, np.int32)
-    row_bits = np.zeros(0 if gain_bits is None else ny, np.int64)
     for f in range(nf):
         if gs is None:
             classify_raw(frames[f], f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
@@ -294,7 +290,7 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
             _, gain, adc, status, _, row_flagged, out_flagged = gs
             out_flagged[f] = decode_frame(frames[f], gain, adc, status, row_flagged)
             classify_raw(adc, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                         codes, row_counts, stores, cm, gs, row_bits, n_bands)
+                         codes, row_counts, stores, cm, gs, None, n_bands)
         total = 0
         for i in range(ny):
             row_start[i] = total

@@ -34,6 +34,7 @@ class FrozenFinder(CpuFinder):
         ny = self.pedestal.frame_shape[0]
         self._row_counts = np.zeros(ny, np.int64)
         self._row_start = np.zeros(ny, np.int64)
+        self._row_bits = np.zeros(ny, np.int64)
 
     def _run(self, frames, *, cap, round_values, win, ys, xs, n_found, n_kept,
              map_slot, maps, cm, gs, gain_bits):
@@ -43,6 +44,6 @@ class FrozenFinder(CpuFinder):
             return frozen_chunk(frames, *self._kernel_args(), cap, round_values,
                                 self._v, self._codes, self._row_counts, self._row_start,
                                 win, ys, xs, 0, n_found, n_kept, map_slot, maps, cm, gs,
-                                gain_bits)
+                                gain_bits, None if gain_bits is None else self._row_bits)
         finally:
             numba.set_num_threads(previous)
