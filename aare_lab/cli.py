@@ -39,33 +39,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM before the command's own handling begins (start-up: imports, parsing)."""
-
-
-def _terminate(number, frame) -> None:
-    raise _Terminated
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run ``aare-lab``; returns the exit code."""
+    from aare_lab.runtime import interrupt
+
     given = sys.argv[1:] if argv is None else argv
     command = f"aare-lab {given[0]}" if given and given[0] in COMMANDS else "aare-lab"
-    sigterm = None
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        sigterm = signal.signal(signal.SIGTERM, _terminate)
-    try:
-        parser = build_parser()
-        args = parser.parse_args(given)
-        if sigterm is not None:
-            signal.signal(signal.SIGTERM, sigterm)
-            sigterm = None
-        return _run(args, command)
-    except KeyboardInterrupt as err:
-        return _stopped(command, err)
-    finally:
-        if sigterm is not None:
-            signal.signal(signal.SIGTERM, sigterm)
+    # From the first statement: an interrupt during the imports of start-up may land in
+    # an import lock's callback, where Python drops it; noted, `check` raises it again.
+    with interrupt.raising_interrupts():
+        try:
+            args = build_parser().parse_args(given)
+            interrupt.check()
+            return _run(args, command)
+        except KeyboardInterrupt as err:
+            return _stopped(command, err)
 
 
 def entry() -> None:
@@ -80,7 +68,7 @@ def entry() -> None:
 def _stopped(command: str, err: BaseException) -> int:
     from aare_lab.runtime.interrupt import Terminated
 
-    terminated = isinstance(err, (Terminated, _Terminated))
+    terminated = isinstance(err, Terminated)
     print(f"{command}: {'terminated (SIGTERM)' if terminated else 'interrupted'}",
           file=sys.stderr)
     return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
@@ -91,14 +79,12 @@ def _run(args: argparse.Namespace, command: str) -> int:
     from aare_lab.detector.pedestal import PedestalNotReady
     from aare_lab.gpu import GpuError, GpuUnavailable
     from aare_lab.model.capacity import TruncationError
-    from aare_lab.runtime.interrupt import raising_interrupts
     from aare_lab.storage.result_store import interrupted
 
     with warnings.catch_warnings():
         warnings.showwarning = _warning_line(args.command)
         try:
-            with raising_interrupts():
-                return int(args.run(args) or 0)
+            return int(args.run(args) or 0)
         except TruncationError as err:
             print(f"{command}: {err}", file=sys.stderr)
             return EXIT_TRUNCATED

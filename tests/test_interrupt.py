@@ -34,6 +34,18 @@ def error_in_a_weakref_callback():
     return keep
 
 
+class HalfBuilt:
+    """An object whose constructor SIGINT cuts short: its finalizer then fails on an
+    attribute never set, as h5netcdf's File and llvmlite's references do."""
+
+    def __init__(self):
+        signal.raise_signal(signal.SIGINT)
+        self.handle = 1
+
+    def __del__(self):
+        self.handle
+
+
 @pytest.fixture(autouse=True)
 def python_default():
     """SIGINT as Python sets it at start in a terminal (a job in the background starts with
@@ -80,3 +92,45 @@ def test_an_ignored_interrupt_stays_ignored():
         signal.raise_signal(signal.SIGINT)
         interrupt.check()
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
+def test_objects_an_interrupt_cut_short_are_finalized_quietly(monkeypatch):
+    """Their finalizer's AttributeError is not printed as "Exception ignored" once the
+    interrupt came (the user would read it as a crash); other errors still are."""
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", reported.append)
+    with interrupt.raising_interrupts():
+        try:
+            HalfBuilt()
+        except KeyboardInterrupt:
+            pass
+        assert reported == []
+        error_in_a_weakref_callback()
+        assert [type(r.exc_value) for r in reported] == [ValueError]
+    reported.clear()
+    obj = object.__new__(HalfBuilt)
+    del obj  # outside the block, no interrupt: reported as before
+    assert [type(r.exc_value) for r in reported] == [AttributeError]
+
+
+def test_the_command_line_stops_on_an_interrupt_dropped_at_start_up(monkeypatch, capsys,
+                                                                    tmp_path):
+    """Ctrl-C during start-up's imports may land in an import lock's callback, where Python
+    drops it; the command stops all the same, with one line."""
+    from aare_lab import cli
+
+    build = cli.build_parser
+
+    def parser_after_a_dropped_interrupt():
+        sigint_in_a_weakref_callback()
+        return build()
+
+    monkeypatch.setattr(cli, "build_parser", parser_after_a_dropped_interrupt)
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", reported.append)
+    missing = str(tmp_path / "missing.npy")
+    out = str(tmp_path / "out.nc")
+    assert cli.main(["find", "--dark", missing, "--frames", missing, "--out", out]) \
+        == cli.EXIT_INTERRUPTED
+    assert capsys.readouterr().err == "aare-lab find: interrupted\n"
+    assert reported == []

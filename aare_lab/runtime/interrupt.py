@@ -16,6 +16,7 @@ out:
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 import threading
@@ -94,8 +95,11 @@ def raising_interrupts() -> Iterator[None]:
 
     def unraisable(report) -> None:
         # Python's "Exception ignored ... Traceback" of the interrupt it dropped, which
-        # `check` raises again: the user would read it as a crash.
-        if not (isinstance(report.exc_value, KeyboardInterrupt) and _requested.is_set()):
+        # `check` raises again, and, once one came, of the AttributeError that finalizers
+        # of objects it cut short in their constructors raise for an attribute never set
+        # (h5netcdf's File, llvmlite's references): the user would read it as a crash.
+        if not (_requested.is_set()
+                and isinstance(report.exc_value, (KeyboardInterrupt, AttributeError))):
             previous_hook(report)
 
     previous_hook = sys.unraisablehook
@@ -106,6 +110,9 @@ def raising_interrupts() -> Iterator[None]:
         try:
             yield
         finally:
+            if _requested.is_set():
+                # Those objects in reference cycles: finalized while the hook is ours.
+                gc.collect()
             sys.unraisablehook = previous_hook
             for number, handler in taken.items():
                 signal.signal(number, handler)
