@@ -31,6 +31,14 @@ def timed(original, stage):
     return call
 
 
+def moench_run(n_frames):
+    """The trained pedestal and ``n_frames`` frames of the simulated run above."""
+    sim = Simulator(Detector(frame_shape=(400, 400)), Beam(photons_per_frame=2300), seed=1)
+    ped = Pedestal((400, 400), 300, noise="fixed")
+    ped.push_dark(sim.dark(300))
+    return ped, sim.frames(n_frames)[0]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--frames", type=int, default=200)
@@ -39,10 +47,7 @@ def main():
     args = parser.parse_args()
     top = numba.config.NUMBA_NUM_THREADS
     threads = args.threads or sorted({1, 2, 4, 8, top} & set(range(1, top + 1)))
-    sim = Simulator(Detector(frame_shape=(400, 400)), Beam(photons_per_frame=2300), seed=1)
-    ped = Pedestal((400, 400), 300, noise="fixed")
-    ped.push_dark(sim.dark(300))
-    frames, _ = sim.frames(args.frames)
+    ped, frames = moench_run(args.frames)
     frozen.frozen_chunk = timed(frozen.frozen_chunk, "loop")
     _assembly.MemorySink.add = timed(_assembly.MemorySink.add, "sink")
     FrozenFinder(ped.copy(), 5.0, 3).find(frames[:2], progress=False)

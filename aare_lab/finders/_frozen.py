@@ -276,7 +276,8 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
     and the per-frame flagged pixels it fills). Returns the (possibly reallocated) buffers
     and the new row count. ``gain_bits``: None, or the per-frame count of pixels with gain
     bits to fill (frames read as counts, without ``gs``); ``row_bits`` the per-row scratch
-    it is summed from, None where ``gain_bits`` is. ``n_bands``: bands of rows (`classify_frame`), one per thread.
+    it is summed from, None where ``gain_bits`` is. ``n_bands``: bands of rows
+    (`classify_frame`), one per thread.
     """
     nf, ny = frames.shape[:2]
     stores = np.empty(v.shape, np.int32)
