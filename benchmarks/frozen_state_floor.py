@@ -48,7 +48,7 @@ def main():
                         default=[1, numba.config.NUMBA_NUM_THREADS])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    ped, frames = moench_run(args.frames)
+    ped, frames, _ = moench_run(args.frames)
     frozen.frozen_chunk = timed(frozen.frozen_chunk, "loop")
     pixels = frames.shape[1] * frames.shape[2]
     # Compiled (or loaded from Numba's cache) before any repeat is timed.

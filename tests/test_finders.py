@@ -2,6 +2,8 @@
 and the promises that do not depend on the data: chunking, threads, splitting a run,
 capacity, branch maps, frame numbers and bad input."""
 
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -178,6 +180,41 @@ def test_warmup_leaves_the_pedestal_and_the_results_alone(mid_run, model):
     result = finder.find(frames, progress=False)
     assert_same(run_clusters(base), run_clusters(result))
     assert_same(base_ped.state(), ped.state())
+
+
+WARM_RUN = """
+import numpy as np
+from aare_lab import FrozenFinder, Pedestal, SerialFinder
+from aare_lab.detector.common_mode import CommonMode
+from aare_lab.finders import _frozen, _serial
+
+rng = np.random.default_rng(3)
+frames = rng.normal(1000, 4, (12, 32, 50)).astype(np.uint16)
+for name, loop in (("frozen", _frozen.frozen_frames), ("serial", _serial.serial_chunk)):
+    for dtype, noise, cm in (("float64", "fixed", None), ("float32", "running", None),
+                             ("float64", "running", CommonMode(np.zeros((32, 50), np.int32)))):
+        ped = Pedestal((32, 50), 4, dtype, noise)
+        ped.push_dark(frames[:4])
+        cls = FrozenFinder if name == "frozen" else SerialFinder
+        finder = cls(ped, 5.0, (3, 3), common_mode=cm)
+        finder.warmup()
+        compiled = len(loop.overloads)
+        result = finder.find(frames[4:], progress=False)
+        assert result.sizes["frame"] == 8
+        print(name, dtype, noise, cm is not None, compiled, len(loop.overloads))
+"""
+
+
+def test_warmup_compiles_the_loop_the_run_calls():
+    """In a fresh process, where nothing was compiled: after `warmup` (a stack of no
+    frames), the run's chunk loop needs no other compilation."""
+    run = subprocess.run([sys.executable, "-c", WARM_RUN], capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr
+    lines = [line.split() for line in run.stdout.splitlines()]
+    assert len(lines) == 6
+    for *case, after_warmup, after_run in lines:
+        assert int(after_warmup) >= 1 and after_run == after_warmup, case
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
@@ -377,3 +414,18 @@ def test_process_chunk_refuses_frames_of_another_shape(finder):
         runner.process_chunk(np.zeros((2, 16, 16), np.uint16), np.arange(2))
     with pytest.raises(TypeError, match="uint16"):
         runner.process_chunk(np.zeros((2, 8, 8), np.float32), np.arange(2))
+
+
+def test_output_buffers_grow_to_the_estimate_within_a_limit():
+    from aare_lab.finders._buffers import ESTIMATE_LIMIT, reserve
+
+    win = np.arange(4 * 9, dtype=np.int32).reshape(4, 3, 3)
+    ys, xs = np.arange(4, dtype=np.int32), np.arange(10, 14, dtype=np.int32)
+    same = reserve(win, ys, xs, 3, 4, 10**6)
+    assert same[0] is win
+    for estimate, rows in ((0, 8), (30, 30), (10**6, ESTIMATE_LIMIT * 6)):
+        grown = reserve(win, ys, xs, 3, 6, estimate)
+        assert [len(a) for a in grown] == [rows] * 3
+        np.testing.assert_array_equal(grown[0][:3], win[:3])
+        np.testing.assert_array_equal(grown[1][:3], ys[:3])
+        np.testing.assert_array_equal(grown[2][:3], xs[:3])

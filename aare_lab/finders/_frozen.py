@@ -299,7 +299,8 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
         kept = total if cap < 0 else min(total, cap)
         n_found[f] = total
         n_kept[f] = kept
-        win, ys, xs = reserve(win, ys, xs, n_out + kept)
+        win, ys, xs = reserve(win, ys, xs, n_out, n_out + kept,
+                              (n_out + kept) * nf // (f + 1))
         write_frame(v, row_counts, row_start, stores, kept, ry, rx, round_values,
                     win, ys, xs, n_out)
         n_out += kept

@@ -80,7 +80,7 @@ def serial_chunk(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
                 # Counted right before the frame's values read it: from cache then.
                 gain_bits[f] = frame_above(frames[f], ADC_LIMIT)
             win, ys, xs, n_out, found = serial_frame(
-                frames[f], f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
+                frames[f], f, nf, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
                 round_values, v, codes, rows, win, ys, xs, n_out, cm, None)
         else:
             _, gain, adc, status, _, _, out_flagged = gs
@@ -89,7 +89,7 @@ def serial_chunk(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
                 flagged += decode_row(frames[f, i], gain, i, adc[i], status[i])
             out_flagged[f] = flagged
             win, ys, xs, n_out, found = serial_frame(
-                adc, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
+                adc, f, nf, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
                 round_values, v, codes, rows, win, ys, xs, n_out, cm, gs)
         n_found[f] = found
         n_kept[f] = found if cap < 0 else min(found, cap)
@@ -112,10 +112,10 @@ def serial_estimate(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, labels, f, 
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def serial_frame(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
+def serial_frame(frame, f, nf, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
                  round_values, v, codes, rows, win, ys, xs, n_out, cm, gs):
-    """One frame of `serial_chunk`; ``frame`` holds the counts, or with ``gs`` the ADC
-    values. Returns the buffers, the new row count and the frame's stores."""
+    """Frame ``f`` of the ``nf`` of `serial_chunk`; ``frame`` holds the counts, or with
+    ``gs`` the ADC values. Returns the buffers, the new row count and the frame's stores."""
     ny, nx = frame.shape
     thr, new_s, new_s2, new_v = rows[0], rows[1], rows[2], rows[3]
     # Step 1's sums of the general path, with what `scan_row` continues from.
@@ -153,8 +153,10 @@ def serial_frame(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, ca
                        new_s, new_s2, new_v, cm[7][i])
         if n_out + nx > win.shape[0]:
             # Room for a whole row of clusters, so the scan never checks; reserve() is
-            # too costly to call per cluster.
-            win, ys, xs = reserve(win, ys, xs, n_out + nx)
+            # too costly to call per cluster. The estimate: the rows so far of the
+            # chunk's ``nf`` frames.
+            win, ys, xs = reserve(win, ys, xs, n_out, n_out + nx,
+                                  n_out * (nf * ny) // (f * ny + i + 1) + nx)
         if three and 0 < i < ny - 1:
             first_codes_three(v, i, new_v, thr, c3, codes[i], unpushed)
             n_out, found = scan_three(v, i, new_v, codes[i], unpushed, stores, cap,

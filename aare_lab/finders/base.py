@@ -608,18 +608,14 @@ class CpuFinder(Finder):
 
     def warmup(self) -> None:
         """Compile the chunk loop, or load it from Numba's cache, by running it once on a
-        frame of zeros, so that the first chunk of a live run does not pay for it.
+        stack of no frames, so that the first chunk of a live run does not pay for it.
 
-        The finder's pedestal and `gain_bits` are not touched: the run advances a copy
-        and counts nothing.
+        The finder's pedestal and `gain_bits` are not touched: no frame is pushed or
+        counted. (The loop's types do not depend on the number of frames, so no frame is
+        needed, nor a copy of the pedestal to push one into.)
         """
-        pedestal, self.pedestal = self.pedestal, self.pedestal.copy()
-        gain_bits, self.gain_bits = self.gain_bits, None
-        try:
-            self._chunk(np.zeros((1, *pedestal.frame_shape), np.uint16), np.zeros(1, np.int64),
-                        False, copy=False)
-        finally:
-            self.pedestal, self.gain_bits = pedestal, gain_bits
+        self._chunk(np.zeros((0, *self.pedestal.frame_shape), np.uint16),
+                    np.zeros(0, np.int64), False, copy=False)
         self._warm = True
 
     def process_chunk(self, frames: np.ndarray, numbers: np.ndarray,
