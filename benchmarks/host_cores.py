@@ -69,6 +69,14 @@ def rates(kind, cpus, n):
     return out
 
 
+def calibrated(kind, cpu, seconds):
+    """Iterations of ``kind`` that take about ``seconds`` on ``cpu`` alone."""
+    n = 1000
+    while n / rates(kind, [cpu], n)[0] < seconds / 4:
+        n *= 4
+    return int(seconds * rates(kind, [cpu], n)[0])
+
+
 def describe(values):
     return f"{min(values):5.2f}..{max(values):5.2f} (mean {np.mean(values):5.2f})"
 
@@ -80,11 +88,7 @@ def main():
     cpus = sorted(os.sched_getaffinity(0))
     print(f"{len(cpus)} CPUs: {cpus}")
     for kind in ("fma", "chain"):
-        run_loop(kind, 10)
-        n = 1000
-        while len(cpus) and n / rates(kind, [cpus[0]], n)[0] < args.seconds / 4:
-            n *= 4
-        n = int(n * args.seconds / (n / rates(kind, [cpus[0]], n)[0]))
+        n = calibrated(kind, cpus[0], args.seconds)
         alone = {c: rates(kind, [c], n)[0] for c in cpus}
         print(f"\n{kind}: {n} iterations a thread; each CPU alone, of CPU {cpus[0]}'s "
               f"({alone[cpus[0]] * (LANES if kind == 'fma' else 1) / 1e9:.2f} G "

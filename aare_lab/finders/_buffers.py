@@ -30,4 +30,3 @@ def reserve(win, ys, xs, used, need, estimate):
     new_ys[:used] = ys[:used]
     new_xs[:used] = xs[:used]
     return new_win, new_ys, new_xs
-
