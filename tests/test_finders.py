@@ -20,6 +20,8 @@ from aare_lab import (
     TruncationError,
     TruncationWarning,
 )
+from aare_lab.finders._buffers import ESTIMATE_LIMIT, reserve
+from aare_lab.finders.base import INITIAL_CLUSTER_ROWS
 
 FINDERS = {"serial": SerialFinder, "frozen": FrozenFinder}
 
@@ -417,8 +419,6 @@ def test_process_chunk_refuses_frames_of_another_shape(finder):
 
 
 def test_output_buffers_grow_to_the_estimate_within_a_limit():
-    from aare_lab.finders._buffers import ESTIMATE_LIMIT, reserve
-
     win = np.arange(4 * 9, dtype=np.int32).reshape(4, 3, 3)
     ys, xs = np.arange(4, dtype=np.int32), np.arange(10, 14, dtype=np.int32)
     same = reserve(win, ys, xs, 3, 4, 10**6)
@@ -429,3 +429,20 @@ def test_output_buffers_grow_to_the_estimate_within_a_limit():
         np.testing.assert_array_equal(grown[0][:3], win[:3])
         np.testing.assert_array_equal(grown[1][:3], ys[:3])
         np.testing.assert_array_equal(grown[2][:3], xs[:3])
+
+
+@pytest.mark.parametrize("model", ["serial", "frozen"])
+def test_clusters_survive_the_buffers_growing_within_a_chunk(model):
+    """Every pixel a cluster (a constant dark: threshold 0; a constant frame tops every
+    window), more in one chunk than the buffers' first rows: nothing pushed, so every
+    window's centre reads 2000 - 1000, the first frames' too, copied as the buffers grew."""
+    shape = (23, 19)
+    n = INITIAL_CLUSTER_ROWS // (shape[0] * shape[1]) + 3
+    ped = Pedestal(shape, 40, "float64", "fixed")
+    ped.push_dark(np.full((40, *shape), 1000, np.uint16))
+    finder = FINDERS[model](ped, 3.0, (3, 3), chunk_frames=n)
+    result = finder.find(np.full((n, *shape), 2000, np.uint16), progress=False)
+    assert (result["n_found"] == shape[0] * shape[1]).all()
+    assert result.sizes["cluster"] > INITIAL_CLUSTER_ROWS
+    np.testing.assert_array_equal(result["window"][:, 1, 1], 1000)
+    assert (result["y"].to_numpy() == np.tile(np.repeat(np.arange(shape[0]), shape[1]), n)).all()

@@ -6,8 +6,10 @@ branch maps, counts and pedestal state of one thread.
 A band reads its neighbours' edge rows, loaded before any band pushes a pixel
 (`aare_lab.finders._frozen.load_edges`), and the clusters are written after every band has
 counted its stores (`write_frame`): these cases cross every hand-over — chunks of one and of
-several frames, a cap that cuts frames, windows 3 to 9 rows tall, and common mode, whose
-frame-wide estimate comes first. That one thread is the frozen model is `test_finders`'s.
+several frames, a cap that cuts frames, windows 3 to 9 rows tall, common mode, whose
+frame-wide estimate comes first, and frames where every pixel is a cluster (more clusters in
+a chunk than the output buffers start with, so they grow part-way through it). That one
+thread is the frozen model is `test_finders`'s.
 """
 
 import os
@@ -25,21 +27,36 @@ shape = (23, 19)
 sim = Simulator(Detector(frame_shape=shape), Beam(photons_per_frame=12), seed=3)
 dark = sim.dark(40)
 frames, _ = sim.frames(9)
+# Every pixel a cluster: a constant dark leaves threshold 0, and a constant frame tops
+# every window; 12 such frames are 5 244 clusters, past the buffers' first 4 096 rows.
+flat_dark = np.full((40, *shape), 1000, np.uint16)
+flat = np.full((12, *shape), 2000, np.uint16)
 labels = (np.arange(shape[1])[None, :] // 5 + 4 * (np.arange(shape[0])[:, None] // 12))
 labels = np.broadcast_to(labels, shape).astype(np.int32)
 cases = 0
 for size in ("3x3", "5x3", "9x9", "3x7"):
-    for cap, chunk, cm in ((None, 4, None), (2, 1, None), (None, 9, labels), (3, 2, labels)):
+    for cap, chunk, cm, inputs in ((None, 4, None, (dark, frames)), (2, 1, None, (dark, frames)),
+                                   (None, 9, labels, (dark, frames)),
+                                   (3, 2, labels, (dark, frames)),
+                                   (None, 12, None, (flat_dark, flat)),
+                                   (30, 3, None, (flat_dark, flat))):
         runs = []
         for threads in range(1, 9):
             ped = Pedestal(shape, 40, "float64", "fixed")
-            ped.push_dark(dark)
+            ped.push_dark(inputs[0])
             finder = FrozenFinder(ped, 3.0, size, cap, threads=threads, chunk_frames=chunk,
                                   common_mode=cm)
-            result = finder.find(frames, branch_maps=True, progress=False)
+            result = finder.find(inputs[1], branch_maps=True, progress=False)
             runs.append((result, ped.state()))
         (first, state), found = runs[0], int(runs[0][0]["n_found"].sum())
         assert found > 40, (size, found)
+        if inputs[1] is flat:
+            assert (first["n_found"] == shape[0] * shape[1]).all(), (size, cap)
+            # Nothing pushed, so every window's centre reads 2000 - 1000, the first frames'
+            # too, copied when the buffers grew.
+            window = first["window"].to_numpy()
+            centre = window[:, window.shape[1] // 2, window.shape[2] // 2]
+            assert (centre == 1000).all(), (size, cap)
         if cap is not None:
             assert (first["n_found"] > first["n_kept"]).any(), (size, cap)
         for threads, (other, other_state) in enumerate(runs[1:], 2):
@@ -60,4 +77,4 @@ def test_every_thread_count_finds_what_one_thread_finds():
     done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split() == ["cases", "16"]
+    assert done.stdout.split() == ["cases", "24"]
