@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -68,6 +69,7 @@ def leftovers(folder):
 
 HOLDER = """
 import sys
+import threading
 import xarray as xr
 ds = xr.open_dataset(sys.argv[1], engine="h5netcdf")
 print(int(ds["window"].isel(cluster=0).sum()), flush=True)
@@ -341,3 +343,57 @@ def test_a_signal_at_a_random_moment_leaves_a_clean_stop(files, tmp_path, seed):
         time.sleep(rng.uniform(0.5, 6.0))
         process.signal(number)
         check_stopped(process, tmp_path, number)
+
+
+#: Resizes and chunk writes on the main thread while another thread keeps silencing HDF5's
+#: error printing, as each result writer's thread does once when it starts. HDF5 as h5py's
+#: wheels build it is not thread-safe: unlocked, this fails within 0.1 s ("no VOL object
+#: wrap context", "addr undefined", or a double free that kills the process).
+SILENCING_BESIDE_WRITES = """
+import sys, threading, time
+import h5py, numpy as np
+from aare_lab.storage.result_store import silence_hdf5_errors
+stop = threading.Event()
+def silence():
+    while not stop.is_set():
+        silence_hdf5_errors()
+thread = threading.Thread(target=silence)
+thread.start()
+end, chunks = time.monotonic() + float(sys.argv[2]), 0
+try:
+    while time.monotonic() < end:
+        with h5py.File(sys.argv[1], "w") as f:
+            d = f.create_dataset("x", (0, 64), "i4", maxshape=(None, 64), chunks=(256, 64))
+            for c in range(20):
+                d.resize(((c + 1) * 256, 64))
+                d.id.write_direct_chunk((c * 256, 0), np.full((256, 64), c, "i4").tobytes())
+                chunks += 1
+        with h5py.File(sys.argv[1], "r") as f:
+            assert (f["x"][::256, 0] == np.arange(20)).all()
+finally:
+    stop.set()
+    thread.join()
+print("chunks", chunks)
+"""
+
+
+def test_a_writers_thread_starting_beside_another_threads_hdf5_calls_harms_neither(tmp_path):
+    """A campaign's worker runs several runs at once; each run's writer thread, as it
+    starts, silenced HDF5 without h5py's lock and could corrupt a call on another thread
+    (a run failed: "Can't write unprocessed chunk data (addr undefined)")."""
+    done = subprocess.run([sys.executable, "-c", SILENCING_BESIDE_WRITES,
+                           str(tmp_path / "x.h5"), "2"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert int(done.stdout.split()[-1]) > 100
+
+
+def test_the_writers_thread_is_silenced_under_h5pys_lock(tmp_path, monkeypatch):
+    from aare_lab.storage import result_store
+
+    threads = []
+    monkeypatch.setattr(result_store, "silence_hdf5_errors",
+                        lambda: threads.append(threading.current_thread().name))
+    with ResultWriter(tmp_path / "x.nc", empty_result()) as writer:
+        writer.append(columns_of(10, 50, np.random.default_rng(0)))
+    assert threads and all(name.startswith("aare_lab-result-file") for name in threads)

@@ -141,6 +141,20 @@ class ResultWriteError(OSError):
         return text
 
 
+def silence_hdf5_errors() -> None:
+    """Stop HDF5 printing its error stack from this thread (the writer's): a failed write
+    is reported once, as `ResultWriteError`.
+
+    h5py does this for the thread that imports it; under a thread-safe HDF5 each thread
+    has its own setting. ``h5py._errors.silence_errors`` enters HDF5 without h5py's lock,
+    and HDF5 as h5py's wheels build it is not thread-safe: beside another thread's call
+    (the run's next resize) it corrupted that call's state (a campaign's run failed with
+    "Can't write unprocessed chunk data (addr undefined)"; tests/test_result_safety.py).
+    """
+    with h5py._objects.phil:
+        h5py._errors.silence_errors()
+
+
 class _Column:
     """One growing variable: its dataset, and the chunk being filled in memory."""
 
@@ -287,11 +301,9 @@ class ResultWriter:
             raise
         # Chunks are encoded on many threads and written by one, in order: HDF5 takes one
         # call at a time anyway (h5py's lock), and one writer never waits for another.
-        # h5py silences HDF5's own error printing per thread: in the writer's thread each
-        # failed write would print HDF5's error stack.
         self._encoders = ThreadPoolExecutor(threads, thread_name_prefix="aare_lab-encode")
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="aare_lab-result-file",
-                                          initializer=h5py._errors.silence_errors)
+                                          initializer=silence_hdf5_errors)
 
     # ------------------------------------------------------------------ layout
     def _create(self, template: xr.Dataset) -> dict[str, _Column]:
