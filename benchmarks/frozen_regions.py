@@ -36,8 +36,12 @@ def region_times(finder, frames, n_threads):
     dtype = finder.spec.window_dtype
     rounded = dtype in INTEGER_WINDOW_DTYPES
     room = 2 * len(frames) * v.size // 50
-    win = np.empty((room, *finder.spec.cluster_size), dtype)
-    ys, xs = np.empty(room, np.int32), np.empty(room, np.int32)
+    # Written once before the clock starts, as the finder's own buffers are after its
+    # first chunk: fresh pages would charge their faults to write_frame.
+    win = np.zeros((room, *finder.spec.cluster_size), dtype)
+    ys, xs = np.zeros(room, np.int32), np.zeros(room, np.int32)
+    for buffer in (win, ys, xs):
+        buffer.fill(1)
     times, n_out = np.zeros((len(frames), len(REGIONS))), 0
     no_clusters = np.zeros_like(counts)
     for f, frame in enumerate(frames):
