@@ -1,7 +1,7 @@
 """The CPU finders' fast window paths give, bit for bit, what the taps one by one give.
 
-`classify_three`, `add_three_taps`, `add_taps` / `add_tap_range` with `row_max`, and
-`list_stores` serve the frozen and the serial CPU finder; `add_row_taps` below (sum and
+`classify_three`, `add_three_taps`, `add_taps` / `add_tap_range` with `row_max` (and the
+frozen finder's `window_max` over them), and `list_stores` serve the frozen and the serial CPU finder; `add_row_taps` below (sum and
 maximum, tap by tap per window row, in the state's dtype) and `classify` are the reference
 they must equal on any values, ties and frame edges included.
 """
@@ -19,6 +19,7 @@ from aare_lab.finders._decision import (
     list_stores,
     row_max,
 )
+from aare_lab.finders._frozen import window_max
 
 
 def add_row_taps(vrow, b_lo, b_hi, tot, m):
@@ -92,6 +93,24 @@ def test_add_taps_and_row_max_equal_the_taps_one_by_one(dtype, rx, nx):
     maxima = np.empty(nx, dtype)
     row_max(row, rx, maxima)
     np.testing.assert_array_equal(maxima, m)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ry", [0, 1, 2, 4, 5])
+def test_window_max_is_the_maximum_of_the_window_rows(dtype, ry):
+    # Rows in a ring of 2 ry + 1, as the frozen finder keeps their row maxima; rows near
+    # the frame's top and bottom leave the ring's other rows out.
+    rng = np.random.default_rng(ry)
+    ny, nx, ring = 12, 40, 2 * ry + 1
+    rows = rng.normal(0, 10, (ny, nx)).astype(dtype)
+    for i in range(ny):
+        maxima = rng.normal(0, 10, (ring, nx)).astype(dtype)
+        window = range(max(0, i - ry), min(ny, i + ry + 1))
+        for r in window:
+            maxima[r % ring] = rows[r]
+        m = np.empty(nx, dtype)
+        window_max(maxima, i, ry, ny, m)
+        np.testing.assert_array_equal(m, rows[window.start:window.stop].max(axis=0))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -108,13 +108,18 @@ def classify_three(above, left, row, below, thr, c3, codes, other_left, other_co
     return count
 
 
+#: The most taps of a window row one pass adds (`add_tap_group`): 9, a 9x9 window's row
+#: in one pass (benchmarks/README.md, "The window sums").
+GROUP_TAPS = 9
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def add_taps(vrow, rx, tot):
     """Add taps ``-rx..rx`` of one window row, read from ``vrow``, to every pixel's ``tot``.
 
     Taps outside the frame are skipped and each pixel's additions are in raster order, so
-    ``tot`` is bit-identical to a tap-by-tap sum; up to three taps per pass over the row,
-    so that ``tot`` is loaded and stored once per three taps.
+    ``tot`` is bit-identical to a tap-by-tap sum; up to `GROUP_TAPS` taps per pass over
+    the row, so that ``tot`` is loaded and stored once per pass.
     """
     add_tap_range(vrow, -rx, rx, tot)
 
@@ -125,14 +130,15 @@ def add_tap_range(vrow, b_lo, b_hi, tot):
     takes its left and right taps from different values)."""
     b = b_lo
     while b <= b_hi:
-        n = min(3, b_hi - b + 1)
+        n = min(GROUP_TAPS, b_hi - b + 1)
         add_tap_group(vrow, b, n, tot)
         b += n
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def add_tap_group(vrow, b, n, tot):
-    """Add taps ``b..b+n-1`` (``n`` of 1, 2, 3) of ``vrow`` to ``tot``, in that order."""
+    """Add taps ``b..b+n-1`` (``n`` of 1 to `GROUP_TAPS`) of ``vrow`` to ``tot``, in that
+    order."""
     nx = len(vrow)
     lo = min(max(0, -b), nx)
     hi = max(lo, min(nx, nx - b - n + 1))
@@ -141,21 +147,48 @@ def add_tap_group(vrow, b, n, tot):
         add_inside(vrow, b, n, j, tot)
     for j in range(hi, nx):
         add_inside(vrow, b, n, j, tot)
-    # Pixels lo..hi-1 have every tap inside. Slices first: indices counted from 0 compile
-    # to vector loads and stores.
-    tseg = tot[lo:hi]
-    first = vrow[lo + b:]
-    if n == 3:
-        second, third = vrow[lo + b + 1:], vrow[lo + b + 2:]
-        for k in range(len(tseg)):
-            tseg[k] = ((tseg[k] + first[k]) + second[k]) + third[k]
+    # Pixels lo..hi-1 have every tap inside.
+    fold_group(vrow[lo + b:], tot[lo:hi], n, 1, False)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def fold_group(taps, acc, n, stride, take_max):
+    """`fold_taps` of ``n`` taps, 1 to `GROUP_TAPS`, with ``n`` a constant in each call:
+    the tap loop unrolls and the pixel loop vectorises (with the count in a variable, the
+    pixels would be folded one at a time)."""
+    if n == 9:
+        fold_taps(taps, acc, 9, stride, take_max)
+    elif n == 8:
+        fold_taps(taps, acc, 8, stride, take_max)
+    elif n == 7:
+        fold_taps(taps, acc, 7, stride, take_max)
+    elif n == 6:
+        fold_taps(taps, acc, 6, stride, take_max)
+    elif n == 5:
+        fold_taps(taps, acc, 5, stride, take_max)
+    elif n == 4:
+        fold_taps(taps, acc, 4, stride, take_max)
+    elif n == 3:
+        fold_taps(taps, acc, 3, stride, take_max)
     elif n == 2:
-        second = vrow[lo + b + 1:]
-        for k in range(len(tseg)):
-            tseg[k] = (tseg[k] + first[k]) + second[k]
+        fold_taps(taps, acc, 2, stride, take_max)
     else:
-        for k in range(len(tseg)):
-            tseg[k] += first[k]
+        fold_taps(taps, acc, 1, stride, take_max)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def fold_taps(taps, acc, n, stride, take_max):
+    """Fold into every pixel's ``acc[k]`` its ``n`` taps ``taps[k]``, ``taps[k + stride]``,
+    ... ``taps[k + (n - 1) stride]``: added in that order, or with ``take_max`` their
+    maximum. Each pixel's value stays in a register for the ``n`` taps."""
+    for k in range(len(acc)):
+        a = acc[k]
+        for t in range(n):
+            if take_max:
+                a = max(a, taps[k + t * stride])
+            else:
+                a += taps[k + t * stride]
+        acc[k] = a
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -175,15 +208,29 @@ def row_max(vrow, rx, out):
     on the order it is taken in, so the decision sees the one taken tap by tap.
     """
     nx = len(vrow)
-    for j in range(nx):
-        out[j] = vrow[j]
-    for b in range(1, min(rx, nx - 1) + 1):
-        left, right = out[:nx - b], out[b:]
-        ahead, behind = vrow[b:], vrow[:nx - b]
-        for k in range(nx - b):
-            left[k] = max(left[k], ahead[k])
-        for k in range(nx - b):
-            right[k] = max(right[k], behind[k])
+    lo = min(rx, nx)
+    hi = max(lo, nx - rx)
+    # Pixels lo..hi-1 have the whole window row inside: up to GROUP_TAPS taps a pass.
+    inner = out[lo:hi]
+    inner[:] = vrow[lo - rx:hi - rx]
+    b = 1
+    while b <= 2 * rx:
+        n = min(GROUP_TAPS, 2 * rx + 1 - b)
+        fold_group(vrow[lo - rx + b:], inner, n, 1, True)
+        b += n
+    for j in range(lo):
+        out[j] = max_inside(vrow, j, rx)
+    for j in range(hi, nx):
+        out[j] = max_inside(vrow, j, rx)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def max_inside(vrow, j, rx):
+    """The maximum of ``vrow`` over ``j-rx..j+rx`` inside the row."""
+    m = vrow[j]
+    for x in range(max(0, j - rx), min(len(vrow), j + rx + 1)):
+        m = max(m, vrow[x])
+    return m
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

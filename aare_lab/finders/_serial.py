@@ -23,7 +23,7 @@ A row is processed in steps that give exactly the decisions of a tap-by-tap scan
 A 3x3 window inside the frame, the common case, has one left tap in its row, so step 1
 also gives each pixel's code with that tap not pushed (`first_codes_three`), and step 2
 picks one of the two per pixel, walking only rows where they differ (`scan_three`).
-Other windows sum up to three taps a pass and take their maxima from each window row's
+Other windows sum up to nine taps a pass and take their maxima from each window row's
 `row_max`, kept in a ring from row to row (`first_codes`).
 
 With common mode (``cm`` not None) the offsets are estimated from the frame-start values
@@ -184,7 +184,7 @@ def first_codes(v, i, new_v, thr, c3, ry, rx, sums, maxima, kept, codes, status)
     None; ``sums`` is five rows of scratch, where `scan_row` finds each pixel's sum over
     the window rows above (``sums[2]``), the maximum of those and its own value
     (``sums[3]``), and its window's maximum without the left taps in its row
-    (``sums[4]``). The sum takes up to three taps a pass (`add_taps`); the maximum, in
+    (``sums[4]``). The sum takes up to nine taps a pass (`add_taps`); the maximum, in
     any order, each window row's `row_max`
     from ``maxima``, a ring of ``2 ry + 1`` rows that `serial_frame` keeps (``kept``:
     the rows above as pushed, the rows below as at the frame's start), else filled here.
