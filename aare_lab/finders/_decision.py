@@ -108,8 +108,8 @@ def classify_three(above, left, row, below, thr, c3, codes, other_left, other_co
     return count
 
 
-#: The most taps of a window row one pass adds (`add_tap_group`): 9, a 9x9 window's row
-#: in one pass (benchmarks/README.md, "The window sums").
+#: The most taps of a window row one pass folds (`fold_group`): a 9x9 window's row in one
+#: pass (benchmarks/README.md, "Windows wider than 3×3").
 GROUP_TAPS = 9
 
 
