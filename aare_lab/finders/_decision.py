@@ -109,7 +109,8 @@ def classify_three(above, left, row, below, thr, c3, codes, other_left, other_co
 
 
 #: The most taps of a window row one pass folds (`fold_group`): a 9x9 window's row in one
-#: pass (benchmarks/README.md, "Windows wider than 3×3").
+#: pass (benchmarks/README.md, "Windows wider than 3×3"). Odd, as every count of the
+#: passes (`group_size`).
 GROUP_TAPS = 9
 
 
@@ -130,14 +131,14 @@ def add_tap_range(vrow, b_lo, b_hi, tot):
     takes its left and right taps from different values)."""
     b = b_lo
     while b <= b_hi:
-        n = min(GROUP_TAPS, b_hi - b + 1)
+        n = group_size(b_hi - b + 1)
         add_tap_group(vrow, b, n, tot)
         b += n
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def add_tap_group(vrow, b, n, tot):
-    """Add taps ``b..b+n-1`` (``n`` of 1 to `GROUP_TAPS`) of ``vrow`` to ``tot``, in that
+    """Add taps ``b..b+n-1`` (``n`` a `group_size`) of ``vrow`` to ``tot``, in that
     order."""
     nx = len(vrow)
     lo = min(max(0, -b), nx)
@@ -148,46 +149,45 @@ def add_tap_group(vrow, b, n, tot):
     for j in range(hi, nx):
         add_inside(vrow, b, n, j, tot)
     # Pixels lo..hi-1 have every tap inside.
-    fold_group(vrow[lo + b:], tot[lo:hi], n, 1, False)
+    fold_group(vrow[lo + b:], tot[lo:hi], n, False)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def fold_group(taps, acc, n, stride, take_max):
-    """`fold_taps` of ``n`` taps, 1 to `GROUP_TAPS`, with ``n`` a constant in each call:
-    the tap loop unrolls and the pixel loop vectorises (with the count in a variable, the
-    pixels would be folded one at a time)."""
+def group_size(n):
+    """The taps of the next pass when ``n`` are left: the most of 9, 7, 5, 3, 1."""
+    return GROUP_TAPS if n >= GROUP_TAPS else n - (n + 1) % 2
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def fold_group(taps, acc, n, take_max):
+    """`fold_taps` of ``n`` taps, one of 9, 7, 5, 3, 1 (`group_size`), with ``n`` a
+    constant in each call: the tap loop unrolls and the pixel loop vectorises (with the
+    count in a variable, the pixels would be folded one at a time). Five counts, not
+    nine: each is a vectorised loop to compile, in every caller."""
     if n == 9:
-        fold_taps(taps, acc, 9, stride, take_max)
-    elif n == 8:
-        fold_taps(taps, acc, 8, stride, take_max)
+        fold_taps(taps, acc, 9, take_max)
     elif n == 7:
-        fold_taps(taps, acc, 7, stride, take_max)
-    elif n == 6:
-        fold_taps(taps, acc, 6, stride, take_max)
+        fold_taps(taps, acc, 7, take_max)
     elif n == 5:
-        fold_taps(taps, acc, 5, stride, take_max)
-    elif n == 4:
-        fold_taps(taps, acc, 4, stride, take_max)
+        fold_taps(taps, acc, 5, take_max)
     elif n == 3:
-        fold_taps(taps, acc, 3, stride, take_max)
-    elif n == 2:
-        fold_taps(taps, acc, 2, stride, take_max)
+        fold_taps(taps, acc, 3, take_max)
     else:
-        fold_taps(taps, acc, 1, stride, take_max)
+        fold_taps(taps, acc, 1, take_max)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def fold_taps(taps, acc, n, stride, take_max):
-    """Fold into every pixel's ``acc[k]`` its ``n`` taps ``taps[k]``, ``taps[k + stride]``,
-    ... ``taps[k + (n - 1) stride]``: added in that order, or with ``take_max`` their
-    maximum. Each pixel's value stays in a register for the ``n`` taps."""
+def fold_taps(taps, acc, n, take_max):
+    """Fold into every pixel's ``acc[k]`` its ``n`` taps ``taps[k]``, ``taps[k + 1]``, ...
+    ``taps[k + n - 1]``: added in that order, or with ``take_max`` their maximum. Each
+    pixel's value stays in a register for the ``n`` taps."""
     for k in range(len(acc)):
         a = acc[k]
         for t in range(n):
             if take_max:
-                a = max(a, taps[k + t * stride])
+                a = max(a, taps[k + t])
             else:
-                a += taps[k + t * stride]
+                a += taps[k + t]
         acc[k] = a
 
 
@@ -210,13 +210,16 @@ def row_max(vrow, rx, out):
     nx = len(vrow)
     lo = min(rx, nx)
     hi = max(lo, nx - rx)
-    # Pixels lo..hi-1 have the whole window row inside: up to GROUP_TAPS taps a pass.
-    inner = out[lo:hi]
-    inner[:] = vrow[lo - rx:hi - rx]
-    b = 1
+    # Pixels lo..hi-1 have the whole window row inside: up to GROUP_TAPS taps a pass,
+    # from the first tap (taken twice: a maximum).
+    inner, first = out[lo:hi], vrow[lo - rx:]
+    # A loop, not a slice assignment: that alone took Numba 2 s to compile.
+    for k in range(len(inner)):
+        inner[k] = first[k]
+    b = 0
     while b <= 2 * rx:
-        n = min(GROUP_TAPS, 2 * rx + 1 - b)
-        fold_group(vrow[lo - rx + b:], inner, n, 1, True)
+        n = group_size(2 * rx + 1 - b)
+        fold_group(vrow[lo - rx + b:], inner, n, True)
         b += n
     for j in range(lo):
         out[j] = max_inside(vrow, j, rx)

@@ -41,12 +41,10 @@ from aare_lab.detector.arith import (
 from ._buffers import reserve
 from ._common_mode import corrections, estimate_parallel
 from ._decision import (
-    GROUP_TAPS,
     add_taps,
     add_three_taps,
     classify,
     classify_three,
-    fold_group,
     is_store,
     list_stores,
     row_max,
@@ -202,14 +200,7 @@ def push_row(i, codes, frame, off, s, s2, N, x, corr, gs, resid):
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def window_max(maxima, i, ry, ny, m):
     """Row ``i``'s window maximum from the `row_max` of rows ``i-ry..i+ry`` in the frame."""
-    ring, nx = maxima.shape
-    if ry <= i < ny - ry and ring <= GROUP_TAPS:
-        # The window's rows are the ring's, all of them (in any order: a maximum): one
-        # pass down its columns.
-        m[:] = maxima[0]
-        if ring > 1:
-            fold_group(maxima.reshape(-1)[nx:], m, ring - 1, nx, True)
-        return
+    ring = maxima.shape[0]
     m[:] = maxima[i % ring]
     for r in range(max(0, i - ry), min(ny, i + ry + 1)):
         if r != i:
