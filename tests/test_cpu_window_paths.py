@@ -1,9 +1,10 @@
 """The CPU finders' fast window paths give, bit for bit, what the taps one by one give.
 
 `classify_three`, `add_three_taps`, `add_taps` / `add_tap_range` with `row_max` (and the
-frozen finder's `window_max` over them), and `list_stores` serve the frozen and the serial CPU finder; `add_row_taps` below (sum and
-maximum, tap by tap per window row, in the state's dtype) and `classify` are the reference
-they must equal on any values, ties and frame edges included.
+frozen finder's `window_max` over them), and `list_stores` serve the frozen and the serial
+CPU finder; `add_row_taps` below (sum and maximum, tap by tap per window row, in the
+state's dtype) and `classify` are the reference they must equal on any values, ties and
+frame edges included.
 """
 
 import numpy as np

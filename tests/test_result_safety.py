@@ -69,7 +69,6 @@ def leftovers(folder):
 
 HOLDER = """
 import sys
-import threading
 import xarray as xr
 ds = xr.open_dataset(sys.argv[1], engine="h5netcdf")
 print(int(ds["window"].isel(cluster=0).sum()), flush=True)

@@ -148,8 +148,8 @@ def silence_hdf5_errors() -> None:
     h5py does this for the thread that imports it; under a thread-safe HDF5 each thread
     has its own setting. ``h5py._errors.silence_errors`` enters HDF5 without h5py's lock,
     and HDF5 as h5py's wheels build it is not thread-safe: beside another thread's call
-    (the run's next resize) it corrupted that call's state (a campaign's run failed with
-    "Can't write unprocessed chunk data (addr undefined)"; tests/test_result_safety.py).
+    (the run's next resize) it corrupts that call's state, and a chunk write fails with
+    "Can't write unprocessed chunk data (addr undefined)" (tests/test_result_safety.py).
     """
     with h5py._objects.phil:
         h5py._errors.silence_errors()
