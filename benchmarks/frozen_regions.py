@@ -20,7 +20,7 @@ from frozen_scaling import moench_run
 
 from aare_lab import FrozenFinder
 from aare_lab.detector.arith import zero_offsets
-from aare_lab.finders._frozen import classify_frame, load_edges, write_frame
+from aare_lab.finders._frozen import classify_frame, fixed_thresholds, load_edges, write_frame
 from aare_lab.model.params import INTEGER_WINDOW_DTYPES
 
 REGIONS = ("load_edges", "classify_frame", "write_frame", "empty write_frame")
@@ -32,6 +32,8 @@ def region_times(finder, frames, n_threads):
     off = zero_offsets(off)
     v, codes, counts, start = finder._v, finder._codes, finder._row_counts, finder._row_start
     stores = np.empty(v.shape, np.int32)
+    thresholds = np.empty_like(v)
+    fixed_thresholds(s, s2, rms_fixed, N, nsig, thresholds)
     n_bands = min(n_threads, v.shape[0])
     dtype = finder.spec.window_dtype
     rounded = dtype in INTEGER_WINDOW_DTYPES
@@ -49,7 +51,7 @@ def region_times(finder, frames, n_threads):
         load_edges(frame, off, s, N, v, None, None, ry, n_bands)
         t1 = time.perf_counter()
         classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                       counts, stores, None, None, None, None, n_bands)
+                       counts, stores, None, None, thresholds, fixed, None, n_bands)
         t2 = time.perf_counter()
         np.cumsum(counts, out=start)
         kept = int(start[-1])

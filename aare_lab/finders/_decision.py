@@ -306,7 +306,7 @@ def _saturated(value, out):
     return lambda value, out: min(max(value, low), high)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def store_window(v, i, j, ry, rx, round_values, out, k):
     """Write the window of ``(i, j)`` into ``out[k]`` in raster order; outside taps are 0.
 

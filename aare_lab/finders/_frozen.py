@@ -16,7 +16,8 @@ With common mode (``cm`` not None) the frame-start values are computed twice: fi
 plain, for the estimate (``_common_mode``), then corrected by the offset of each pixel's
 region, in the bands; classification and pushes use the corrected values. The thresholds are computed
 once, before the estimate, which reads them, and classification reads the same map, as
-the GPU twin keeps each pixel's threshold for the frame.
+the GPU twin keeps each pixel's threshold for the frame. With fixed noise and no common
+mode the map is made once a chunk (`fixed_thresholds`): the kept rms does not move.
 
 With a JUNGFRAU calibration (``gs`` not None, `_gain`) each frame is decoded first: the
 values are read from its ADC values (the estimate's from G0 pixels only), then turned into
@@ -105,8 +106,17 @@ def load_edges(frame, off, s, N, v, corr, gs, ry, n_bands):
 
 
 @njit(**PARALLEL)
+def fixed_thresholds(s, s2, rms_fixed, N, nsig, out):
+    """Every row's thresholds with fixed noise (`thresholds_row`): they read only the kept
+    rms, so they hold for every frame of a chunk."""
+    for row in prange(out.shape[0]):
+        i = np.int64(row)
+        thresholds_row(s[i], s2[i], rms_fixed[i], True, N, nsig, out[i])
+
+
+@njit(**PARALLEL)
 def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                   row_counts, stores, corr, gs, thresholds, row_bits, n_bands):
+                   row_counts, stores, corr, gs, thresholds, given, row_bits, n_bands):
     """Classify every pixel, push QUIET_UPDATE pixels (corrected by ``corr``), count stores
     (``row_counts``) and list their columns (``stores[i, :row_counts[i]]``).
 
@@ -118,9 +128,10 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
     last ``2 ry + 1`` rows' in a small ring) and the sum from `add_taps`.
 
     With ``gs`` (the `_gain` tuple), ``frame`` holds ADC values and ``v`` keV.
-    ``thresholds`` are the frame's thresholds from its frame-start state when the caller
-    has them already (the common-mode estimate reads them too), in ADU; None: computed
-    here, row by row. ``row_bits``: None, or each row's pixels with gain bits to count
+    ``thresholds`` are the frame's thresholds from its frame-start state, in ADU, where
+    the caller has them already (``given``: the common-mode estimate reads them too, and
+    fixed noise gives the same for every frame, `fixed_thresholds`); else they are
+    computed here, row by row. ``row_bits``: None, or each row's pixels with gain bits to count
     while the row's counts are in cache (`row_above`).
     """
     ny, nx = v.shape
@@ -147,20 +158,22 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
                     row_max(v[r], rx, maxima[r % ring])
             if row_bits is not None:
                 row_bits[i] = row_above(frame[i], ADC_LIMIT)
-            if thresholds is None:
+            if not given:
                 thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr)
-            else:
+            elif gs is not None:
                 thr[:] = thresholds[i]
             if gs is not None:
                 kev_thresholds_row(gs[1], i, thr)
+            # A given row that keV leaves alone is read where it is, not copied.
+            th = thresholds[i] if given and gs is None else thr
             if gs is None and ry == 1 and three and 0 < i < ny - 1:
                 # 3x3 inside the frame: the window and decision in one pass; the row's two
                 # end pixels tap by tap.
-                count = classify_three(v[i - 1], v[i], v[i], v[i + 1], thr, c3, codes[i],
+                count = classify_three(v[i - 1], v[i], v[i], v[i + 1], th, c3, codes[i],
                                        None, None)
                 for j in (0, nx - 1):
-                    t, mm = window_taps(v, i, j, -1, 1, 1, thr[j] - thr[j], v[i, j])
-                    code = classify(v[i, j], thr[j], mm, t, c3)
+                    t, mm = window_taps(v, i, j, -1, 1, 1, th[j] - th[j], v[i, j])
+                    code = classify(v[i, j], th[j], mm, t, c3)
                     codes[i, j] = code
                     count += is_store(code)
             else:
@@ -175,7 +188,7 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
                         add_taps(v[i + a], rx, tot)
                 count = 0
                 for j in range(nx):
-                    code = classify(v[i, j], thr[j], m[j], tot[j], c3)
+                    code = classify(v[i, j], th[j], m[j], tot[j], c3)
                     if gs is not None:
                         code = gated(code, gs[3][i, j])
                     codes[i, j] = code
@@ -239,16 +252,18 @@ def estimate_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, labels, f, c
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def classify_raw(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                 row_counts, stores, cm, gs, row_bits, n_bands):
+                 thresholds, row_counts, stores, cm, gs, row_bits, n_bands):
     """Frame ``f``'s values (common mode with ``cm``, keV with ``gs``), codes and pushes,
     in ``n_bands`` bands of rows; with ``row_bits``, its rows' pixels with gain bits.
 
-    ``frame`` holds the counts, or with ``gs`` the ADC values `decode_frame` wrote.
+    ``frame`` holds the counts, or with ``gs`` the ADC values `decode_frame` wrote;
+    ``thresholds`` those of `fixed_thresholds` with fixed noise, else scratch.
     """
     if cm is None:
         load_edges(frame, off, s, N, v, None, gs, ry, n_bands)
         classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                       codes, row_counts, stores, None, gs, None, row_bits, n_bands)
+                       codes, row_counts, stores, None, gs, thresholds, fixed, row_bits,
+                       n_bands)
     else:
         thr, corr = cm[6], cm[7]
         if gs is None:
@@ -258,19 +273,20 @@ def classify_raw(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
             estimate_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, gs[4], f, cm)
         load_edges(frame, off, s, N, v, corr, gs, ry, n_bands)
         classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                       codes, row_counts, stores, corr, gs, thr, row_bits, n_bands)
+                       codes, row_counts, stores, corr, gs, thr, True, row_bits, n_bands)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
-                  round_values, v, codes, row_counts, row_start,
+                  round_values, v, codes, thresholds, row_counts, row_start,
                   win, ys, xs, n_out, n_found, n_kept, map_slot, maps, cm, gs, gain_bits,
                   row_bits, n_bands):
     """Run the frozen model over ``frames`` (n, ny, nx), advancing the pedestal in place.
 
     Clusters are appended to ``win``/``ys``/``xs`` from row ``n_out`` on, in raster
-    order of their centre, at most ``cap`` per frame (``cap < 0``: no capacity). ``v`` and
-    ``codes`` are scratch of the frame's shape. ``cm`` is None, or the common-mode tuple of
+    order of their centre, at most ``cap`` per frame (``cap < 0``: no capacity). ``v``,
+    ``codes`` and ``thresholds`` are scratch of the frame's shape (the last filled once
+    with fixed noise and no common mode, `fixed_thresholds`, else unused). ``cm`` is None, or the common-mode tuple of
     `aare_lab.finders.base.CpuFinder` (labels, scratch, and the per-frame offsets and pixel
     counts it fills); ``gs`` None, or its gain-switching tuple (the calibration, scratch,
     and the per-frame flagged pixels it fills). Returns the (possibly reallocated) buffers
@@ -281,17 +297,19 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
     """
     nf, ny = frames.shape[:2]
     stores = np.empty(v.shape, np.int32)
+    if fixed and cm is None and nf > 0:
+        fixed_thresholds(s, s2, rms_fixed, N, nsig, thresholds)
     for f in range(nf):
         if gs is None:
             classify_raw(frames[f], f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                         codes, row_counts, stores, cm, None, row_bits, n_bands)
+                         codes, thresholds, row_counts, stores, cm, None, row_bits, n_bands)
             if gain_bits is not None:
                 gain_bits[f] = row_bits.sum()
         else:
             _, gain, adc, status, _, row_flagged, out_flagged = gs
             out_flagged[f] = decode_frame(frames[f], gain, adc, status, row_flagged)
             classify_raw(adc, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                         codes, row_counts, stores, cm, gs, None, n_bands)
+                         codes, thresholds, row_counts, stores, cm, gs, None, n_bands)
         total = 0
         for i in range(ny):
             row_start[i] = total

@@ -35,6 +35,7 @@ class FrozenFinder(CpuFinder):
         self._row_counts = np.zeros(ny, np.int64)
         self._row_start = np.zeros(ny, np.int64)
         self._row_bits = np.zeros(ny, np.int64)
+        self._thresholds = np.empty(self.pedestal.frame_shape, self.pedestal.dtype)
 
     def _run(self, frames, *, cap, round_values, win, ys, xs, n_found, n_kept,
              map_slot, maps, cm, gs, gain_bits):
@@ -42,7 +43,8 @@ class FrozenFinder(CpuFinder):
         numba.set_num_threads(self.threads or max_threads())
         try:
             return frozen_chunk(frames, *self._kernel_args(), cap, round_values,
-                                self._v, self._codes, self._row_counts, self._row_start,
+                                self._v, self._codes, self._thresholds, self._row_counts,
+                                self._row_start,
                                 win, ys, xs, 0, n_found, n_kept, map_slot, maps, cm, gs,
                                 gain_bits, None if gain_bits is None else self._row_bits)
         finally:
