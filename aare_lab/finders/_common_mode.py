@@ -154,16 +154,17 @@ def corrections(labels, centre, corr):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def first_pass_rows(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, labels, centre,
-                    i0, i1, sums, counts):
-    """Rows ``i0..i1-1``: the plain values ``v`` and thresholds ``thr`` from the frame-start
-    state, and the first pass's sums (``centre`` zeroed), a few rows at a time while they
-    are in cache."""
+def first_pass_rows(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, given, labels,
+                    centre, i0, i1, sums, counts):
+    """Rows ``i0..i1-1``: the plain values ``v`` and, unless ``given`` (already in
+    ``thr``), the thresholds ``thr`` from the frame-start state, and the first pass's sums
+    (``centre`` zeroed), a few rows at a time while they are in cache."""
     for b0 in range(i0, i1, ROWS_PER_TASK):
         b1 = min(b0 + ROWS_PER_TASK, i1)
         for i in range(b0, b1):
             values_row(frame[i], row_of(off, i), s[i], N, v[i], None)
-            thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr[i])
+            if not given:
+                thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr[i])
         add_region_sums(v, thr, labels, centre, b0, b1, sums, counts, None)
 
 
@@ -177,8 +178,8 @@ def estimate_serial(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, labels
     centre[:] = 0
     sums[:] = 0
     counts[:] = 0
-    first_pass_rows(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, labels, centre,
-                    0, ny, sums, counts)
+    first_pass_rows(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, False, labels,
+                    centre, 0, ny, sums, counts)
     region_means(sums, counts, centre)
     mark_candidates(v, thr, labels, centre, 0, ny, candidates)
     sums[:] = 0
@@ -188,9 +189,10 @@ def estimate_serial(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, labels
 
 
 @njit(cache=True, nogil=True, parallel=True, error_model="numpy")
-def estimate_parallel(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, labels, centre,
-                      sums, counts, task_sums, task_counts, candidates):
-    """`estimate_serial` with row blocks in parallel; the integer totals are the same."""
+def estimate_parallel(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, given, labels,
+                      centre, sums, counts, task_sums, task_counts, candidates):
+    """`estimate_serial` with row blocks in parallel; the integer totals are the same.
+    ``given``: ``thr`` holds the frame's thresholds already (fixed noise)."""
     ny = v.shape[0]
     n_tasks = task_sums.shape[0]
     centre[:] = 0
@@ -199,8 +201,8 @@ def estimate_parallel(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, labe
         task_sums[t] = 0
         task_counts[t] = 0
         i0 = t * ROWS_PER_TASK
-        first_pass_rows(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, labels,
-                        centre, i0, min(i0 + ROWS_PER_TASK, ny), task_sums[t],
+        first_pass_rows(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, given,
+                        labels, centre, i0, min(i0 + ROWS_PER_TASK, ny), task_sums[t],
                         task_counts[t])
     task_means(task_sums, task_counts, sums, counts, centre)
     # Every row's candidates before any row's neighbours are read.

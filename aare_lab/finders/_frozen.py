@@ -8,16 +8,17 @@ band's edge rows get their values (`load_edges`), the rows a neighbouring band's
 read, before any band pushes a pixel; then each band walks its rows once, computing a
 row's values ``ry`` rows ahead of classifying it, so that a row's state is read from
 memory once per frame. Per-row intermediates live in small scratch rows that stay in
-cache; only ``v``, the codes and the stores' columns span the frame. A ``prange`` index is
-unsigned in Numba, so each parallel loop turns it into a signed one before any ``-i``
-arithmetic.
+cache; only ``v``, the codes, the stores' columns and the thresholds span the frame. A
+``prange`` index is unsigned in Numba, so each parallel loop turns it into a signed one
+before any ``-i`` arithmetic.
 
 With common mode (``cm`` not None) the frame-start values are computed twice: first
 plain, for the estimate (``_common_mode``), then corrected by the offset of each pixel's
-region, in the bands; classification and pushes use the corrected values. The thresholds are computed
-once, before the estimate, which reads them, and classification reads the same map, as
-the GPU twin keeps each pixel's threshold for the frame. With fixed noise and no common
-mode the map is made once a chunk (`fixed_thresholds`): the kept rms does not move.
+region, in the bands; classification and pushes use the corrected values. The thresholds
+are computed once, before the estimate, which reads them, and classification reads the
+same map, as the GPU twin keeps each pixel's threshold for the frame. With fixed noise the
+map is made once a chunk (`fixed_thresholds`), with common mode or without: the kept rms
+does not move.
 
 With a JUNGFRAU calibration (``gs`` not None, `_gain`) each frame is decoded first: the
 values are read from its ADC values (the estimate's from G0 pixels only), then turned into
@@ -240,11 +241,12 @@ def write_frame(v, row_counts, row_start, stores, kept, ry, rx, round_values,
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def estimate_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, labels, f, cm):
-    """The frame's plain values and thresholds (into ``cm``'s scratch), its common-mode
-    offsets into ``cm``'s outputs and its correction map."""
+    """The frame's plain values and thresholds (into ``cm``'s scratch, where fixed noise
+    has not put them for the chunk), its common-mode offsets into ``cm``'s outputs and its
+    correction map."""
     _, centre, sums, counts, task_sums, task_counts, thr, corr, candidates, out_c, out_n = cm
-    estimate_parallel(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, labels, centre,
-                      sums, counts, task_sums, task_counts, candidates)
+    estimate_parallel(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, fixed, labels,
+                      centre, sums, counts, task_sums, task_counts, candidates)
     out_c[f] = centre
     out_n[f] = counts
     corrections(labels, centre, corr)
@@ -286,7 +288,8 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
     Clusters are appended to ``win``/``ys``/``xs`` from row ``n_out`` on, in raster
     order of their centre, at most ``cap`` per frame (``cap < 0``: no capacity). ``v``,
     ``codes`` and ``thresholds`` are scratch of the frame's shape (the last filled once
-    with fixed noise and no common mode, `fixed_thresholds`, else unused). ``cm`` is None, or the common-mode tuple of
+    with fixed noise and no common mode, `fixed_thresholds`, else unused; with common
+    mode and fixed noise ``cm``'s map of thresholds is filled once instead). ``cm`` is None, or the common-mode tuple of
     `aare_lab.finders.base.CpuFinder` (labels, scratch, and the per-frame offsets and pixel
     counts it fills); ``gs`` None, or its gain-switching tuple (the calibration, scratch,
     and the per-frame flagged pixels it fills). Returns the (possibly reallocated) buffers
@@ -297,8 +300,11 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
     """
     nf, ny = frames.shape[:2]
     stores = np.empty(v.shape, np.int32)
-    if fixed and cm is None and nf > 0:
-        fixed_thresholds(s, s2, rms_fixed, N, nsig, thresholds)
+    if fixed and nf > 0:
+        if cm is None:
+            fixed_thresholds(s, s2, rms_fixed, N, nsig, thresholds)
+        else:
+            fixed_thresholds(s, s2, rms_fixed, N, nsig, cm[6])
     for f in range(nf):
         if gs is None:
             classify_raw(frames[f], f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
