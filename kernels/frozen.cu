@@ -5,8 +5,7 @@
 // order, store_window) and aare_lab/finders/_gain.py (pixel_status, calibrate_row,
 // kev_thresholds_row, gated, estimate_labels), driven like aare_lab/finders/_frozen.py. Each __device__ function
 // below mirrors its namesake there operation for operation; the quotients are formed
-// once per frame, to the bits of the division (corrected_quotient, as quotients_row in
-// arith.py forms them row by row). The module is compiled with
+// otherwise, to the same bits (corrected_quotient). The module is compiled with
 // -fmad=false and without fast math (aare_lab/gpu/kernels.py), so every product rounds on
 // its own, as on the CPU, and the only FMAs are those written out.
 //
@@ -135,9 +134,8 @@ typedef STATE_T exchange_t;
 // ---------------------------------------------------------------- the contract's arithmetic
 
 // `mean` and `mean2` are a pixel's s / N and s2 / N at the start of the frame, formed once
-// per frame: the CPU twins form them where they need them (arith.py's quotients_row, the
-// same correction, or a division), the same quotients of the same state, so everything
-// computed from them is the same. Here each
+// per frame: the CPU twins divide where they need them, the same quotients of the same
+// state, so everything computed from them is the same. Here each
 // quotient is finished from r = RN(1 / N), formed once per launch, by Markstein's
 // correction: q = RN(s·r), q' = RN(q + RN(s - q·N)·r) is the correctly rounded s / N, the
 // same bits, wherever the residual neither under- nor overflows (checked over every float32
