@@ -11,20 +11,14 @@ conversion ``float32(x)`` / ``float64(x)``.
 The functions work on one image row (1-D arrays) with branch-free bodies, so LLVM
 vectorises them across pixels; that changes no result, because every pixel's operations
 and their order stay as specified. No fused multiply-add: Numba compiles without
-fast-math, so ``a * b - c`` rounds twice, as the contract requires. The one exception
-changes no bit either: each quotient ``s / N`` is formed from ``RN(1 / N)`` by Markstein's
-correction, two FMAs that give the correctly rounded quotient, the bits of the division
-(`quotients_row`); a row whose state lies outside the range where that is proven is
-divided.
+fast-math, so ``a * b - c`` rounds twice, as the contract requires.
 
 Twin: ``kernels/frozen.cu`` mirrors these functions line for line.
 """
 
 import numpy as np
-from llvmlite import ir
 from numba import njit, types
-from numba.extending import intrinsic, overload
-from numba.np.numpy_support import as_dtype
+from numba.extending import overload
 
 from aare_lab.detector.branches import Branch
 
@@ -53,90 +47,19 @@ def _row_of(array, i):
     return lambda array, i: array[i]
 
 
-@intrinsic
-def fma(typingctx, a, b, c):
-    """``a * b + c`` rounded once (LLVM's ``llvm.fma``: the FMA instruction where the CPU
-    has one, else an exact emulation)."""
-    if not (isinstance(a, types.Float) and a == b == c):
-        return None
-
-    def codegen(context, builder, signature, args):
-        t = args[0].type
-        fn = builder.module.declare_intrinsic("llvm.fma", [t], ir.FunctionType(t, [t, t, t]))
-        return builder.call(fn, args)
-
-    return a(a, b, c), codegen
-
-
-def in_correction_range(s):
-    """Whether ``2**-60 <= |s| <= 2**60``, where `quotients_row`'s correction is exact."""
-    return 2.0 ** -60 <= abs(s) <= 2.0 ** 60
-
-
-@overload(in_correction_range, jit_options={"cache": True, "nogil": True,
-                                            "error_model": "numpy"})
-def _in_correction_range(s):
-    # The bounds in the state's own dtype, so that a float32 row compares as float32.
-    t = as_dtype(s).type
-    low, high = t(2.0 ** -60), t(2.0 ** 60)
-
-    def impl(s):
-        a = abs(s)
-        return (a >= low) & (a <= high)
-
-    return impl
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def quotients_row(s, N, out):
-    """``out = s / N`` for one row, bit for bit the division's.
-
-    Each quotient is finished from ``r = RN(1 / N)`` by Markstein's correction,
-    ``q = RN(s·r)``, ``q' = RN(q + RN(s - q·N)·r)`` with both steps fused: the correctly
-    rounded ``s / N`` wherever the residual neither under- nor overflows, i.e. for
-    ``2**-60 <= |s| <= 2**60`` (`in_correction_range`; zero is outside: ``-0 / N`` is
-    ``-0``, the correction gives ``+0``). A row with any other ``s`` is divided. Vector
-    code with no division, which costs several times a multiplication on some CPUs.
-
-    Twin: ``corrected_quotient`` and ``quotients`` in ``kernels/frozen.cu``.
-    """
-    r = (N / N) / N
-    exact = True
-    for j in range(len(s)):
-        q = s[j] * r
-        out[j] = fma(fma(-q, N, s[j]), r, q)
-        exact &= in_correction_range(s[j])
-    if not exact:
-        for j in range(len(s)):
-            out[j] = s[j] / N
-
-
-def as_state(value, like):
-    """``value`` (a count) converted to the dtype of the state array ``like``: exact, a
-    ``uint16`` fits either float."""
-    return np.asarray(like).dtype.type(value)
-
-
-@overload(as_state, jit_options={"cache": True, "nogil": True, "error_model": "numpy"})
-def _as_state(value, like):
-    t = as_dtype(like.dtype).type
-    return lambda value, like: t(value)
-
-
 @njit(cache=True, nogil=True, error_model="numpy")
 def values_row(frame, off, s, N, v, corr):
     """Pedestal-subtracted values ``v = ((x - off) - corr) - s / N`` of one row.
 
     ``corr`` is the row's common-mode correction, or None (compiled away) without one;
-    ``off`` the row's offsets, or None where they are all zero (`centred`). The quotients
-    are formed in ``v`` first (`quotients_row`).
+    ``off`` the row's offsets, or None where they are all zero (`centred`).
     """
-    quotients_row(s, N, v)
     for j in range(len(frame)):
-        y = centred(as_state(frame[j], v), off, j)
+        v[j] = frame[j]
+        y = centred(v[j], off, j)
         if corr is not None:
             y = y - corr[j]
-        v[j] = y - v[j]
+        v[j] = y - s[j] / N
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -158,13 +81,15 @@ def zero_offsets(off):
 @njit(cache=True, nogil=True, error_model="numpy")
 def values_resid_row(frame, off, s, N, v, corr, resid):
     """`values_row`, keeping each pixel's ``s / N`` in ``resid`` for the row's push
-    (`update_quiet_row`): the same quotient, formed once."""
-    quotients_row(s, N, resid)
+    (`update_quiet_row`): the same quotient, divided once."""
     for j in range(len(frame)):
-        y = centred(as_state(frame[j], v), off, j)
+        v[j] = frame[j]
+        y = centred(v[j], off, j)
         if corr is not None:
             y = y - corr[j]
-        v[j] = y - resid[j]
+        r = s[j] / N
+        resid[j] = r
+        v[j] = y - r
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -195,35 +120,29 @@ def ema(s, s2, y, resid, q2):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def pushed_row(frame, off, s, s2, rms_fixed, fixed, N, nsig, thr, new_s, new_s2, new_v, q,
-               corr):
+def pushed_row(frame, off, s, s2, rms_fixed, fixed, N, nsig, thr, new_s, new_s2, new_v, corr):
     """One row's thresholds (`thresholds_row`), and what its state and value would be
     after pushing the frame's values.
 
     The `ema` update and the value a later read of the pushed pixel sees, ``y - s / N``;
     computed for every pixel of the row and applied by the serial finder where the pixel
-    is quiet. The thresholds and the push take the same quotients of ``s`` and ``s2`` by
-    ``N``, formed once (`quotients_row`, in ``new_v`` and ``new_s2`` until they are
-    read); ``q`` is scratch for those of the pushed state. ``corr`` as in `values_row`.
+    is quiet. The thresholds and the push divide ``s`` and ``s2`` by ``N`` once for both
+    (the same quotients). ``corr`` as in `values_row`.
     """
-    quotients_row(s, N, new_v)
-    quotients_row(s2, N, new_s2)
     zero = N - N
     for j in range(len(frame)):
-        resid = new_v[j]
-        q2 = new_s2[j]
+        resid = s[j] / N
+        q2 = s2[j] / N
         if fixed:
             thr[j] = nsig * rms_fixed[j]
         else:
             thr[j] = running_threshold(resid, q2, nsig, zero)
-        y = centred(as_state(frame[j], new_v), off, j)
+        new_v[j] = frame[j]
+        y = centred(new_v[j], off, j)
         if corr is not None:
             y = y - corr[j]
         new_s[j], new_s2[j] = ema(s[j], s2[j], y, resid, q2)
-        new_v[j] = y
-    quotients_row(new_s, N, q)
-    for j in range(len(frame)):
-        new_v[j] = new_v[j] - q[j]
+        new_v[j] = y - new_s[j] / N
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -231,22 +150,21 @@ def update_quiet_row(codes, frame, off, s, s2, N, x, corr, status, resid):
     """Push the frame's values into the pedestal of the row's QUIET_UPDATE pixels.
 
     The `ema` update in place, without the value read back; ``x`` is scratch of the row's
-    length in the state's dtype (for ``s2 / N``, `quotients_row`); ``corr`` as in
-    `values_row`; ``status`` the row's JUNGFRAU pixel status, of which only G0 is pushed,
-    or None (compiled away) without gain bits; ``resid`` the row's ``s / N`` where
-    `values_resid_row` kept it (the same bits, formed once), or None (compiled away) to
-    divide here.
+    length in the state's dtype; ``corr`` as in `values_row`; ``status`` the row's JUNGFRAU
+    pixel status, of which only G0 is pushed, or None (compiled away) without gain bits;
+    ``resid`` the row's ``s / N`` where `values_resid_row` kept it (the same
+    bits, one division a pixel fewer), or None (compiled away) to divide here.
     """
-    quotients_row(s2, N, x)
     for j in range(len(frame)):
-        y = centred(as_state(frame[j], x), off, j)
+        x[j] = frame[j]
+        y = centred(x[j], off, j)
         if corr is not None:
             y = y - corr[j]
         if resid is None:
             mean = s[j] / N
         else:
             mean = resid[j]
-        new_s, new_s2 = ema(s[j], s2[j], y, mean, x[j])
+        new_s, new_s2 = ema(s[j], s2[j], y, mean, s2[j] / N)
         quiet = codes[j] == QUIET_UPDATE
         if status is not None:
             quiet = quiet and status[j] == G0

@@ -64,7 +64,7 @@ from ._gain import (
     statuses,
 )
 
-SCRATCH_ROWS = 10
+SCRATCH_ROWS = 9
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -117,9 +117,9 @@ def serial_frame(frame, f, nf, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx
     """Frame ``f`` of the ``nf`` of `serial_chunk`; ``frame`` holds the counts, or with
     ``gs`` the ADC values. Returns the buffers, the new row count and the frame's stores."""
     ny, nx = frame.shape
-    thr, new_s, new_s2, new_v, q = rows[0], rows[1], rows[2], rows[3], rows[4]
+    thr, new_s, new_s2, new_v = rows[0], rows[1], rows[2], rows[3]
     # Step 1's sums of the general path, with what `scan_row` continues from.
-    sums = rows[5:]
+    sums = rows[4:]
     # 3x3 windows inside the frame take the fast path, the rest the general one, with
     # its ring of row maxima kept from row to row; the fast path's end rows fill it.
     three = gs is None and ry == 1 and rx == 1 and nx >= 3
@@ -147,10 +147,10 @@ def serial_frame(frame, f, nf, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx
             row_max(v[i + ry], rx, maxima[(i + ry) % maxima.shape[0]])
         if cm is None:
             pushed_row(frame[i], off[i], s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr,
-                       new_s, new_s2, new_v, q, None)
+                       new_s, new_s2, new_v, None)
         else:
             pushed_row(frame[i], off[i], s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr,
-                       new_s, new_s2, new_v, q, cm[7][i])
+                       new_s, new_s2, new_v, cm[7][i])
         if n_out + nx > win.shape[0]:
             # Room for a whole row of clusters, so the scan never checks; reserve() is
             # too costly to call per cluster. The estimate: the rows so far of the
