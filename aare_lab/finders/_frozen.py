@@ -132,8 +132,8 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
     ``thresholds`` are the frame's thresholds from its frame-start state, in ADU, where
     the caller has them already (``given``: the common-mode estimate reads them too, and
     fixed noise gives the same for every frame, `fixed_thresholds`); else they are
-    computed here, row by row. ``row_bits``: None, or each row's pixels with gain bits to count
-    while the row's counts are in cache (`row_above`).
+    computed here, row by row. ``row_bits``: None, or each row's pixels with gain bits to
+    count while the row's counts are in cache (`row_above`).
     """
     ny, nx = v.shape
     ring = 2 * ry + 1
@@ -289,9 +289,9 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
     order of their centre, at most ``cap`` per frame (``cap < 0``: no capacity). ``v``,
     ``codes`` and ``thresholds`` are scratch of the frame's shape (the last filled once
     with fixed noise and no common mode, `fixed_thresholds`, else unused; with common
-    mode and fixed noise ``cm``'s map of thresholds is filled once instead). ``cm`` is None, or the common-mode tuple of
-    `aare_lab.finders.base.CpuFinder` (labels, scratch, and the per-frame offsets and pixel
-    counts it fills); ``gs`` None, or its gain-switching tuple (the calibration, scratch,
+    mode and fixed noise ``cm``'s map of thresholds is filled once instead). ``cm`` is
+    None, or the common-mode tuple of `aare_lab.finders.base.CpuFinder` (labels, scratch,
+    and the per-frame offsets and pixel counts it fills); ``gs`` None, or its gain-switching tuple (the calibration, scratch,
     and the per-frame flagged pixels it fills). Returns the (possibly reallocated) buffers
     and the new row count. ``gain_bits``: None, or the per-frame count of pixels with gain
     bits to fill (frames read as counts, without ``gs``); ``row_bits`` the per-row scratch
