@@ -291,12 +291,13 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
     with fixed noise and no common mode, `fixed_thresholds`, else unused; with common
     mode and fixed noise ``cm``'s map of thresholds is filled once instead). ``cm`` is
     None, or the common-mode tuple of `aare_lab.finders.base.CpuFinder` (labels, scratch,
-    and the per-frame offsets and pixel counts it fills); ``gs`` None, or its gain-switching tuple (the calibration, scratch,
-    and the per-frame flagged pixels it fills). Returns the (possibly reallocated) buffers
-    and the new row count. ``gain_bits``: None, or the per-frame count of pixels with gain
-    bits to fill (frames read as counts, without ``gs``); ``row_bits`` the per-row scratch
-    it is summed from, None where ``gain_bits`` is. ``n_bands``: bands of rows
-    (`classify_frame`), one per thread.
+    and the per-frame offsets and pixel counts it fills); ``gs`` None, or its
+    gain-switching tuple (the calibration, scratch, and the per-frame flagged pixels it
+    fills). Returns the (possibly reallocated) buffers and the new row count.
+    ``gain_bits``: None, or the per-frame count of pixels with gain bits to fill (frames
+    read as counts, without ``gs``); ``row_bits`` the per-row scratch it is summed from,
+    None where ``gain_bits`` is. ``n_bands``: bands of rows (`classify_frame`), one per
+    thread.
     """
     nf, ny = frames.shape[:2]
     stores = np.empty(v.shape, np.int32)
