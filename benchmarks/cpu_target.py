@@ -65,7 +65,8 @@ def main():
                 env["NUMBA_CPU_NAME"] = target
             run = subprocess.run([sys.executable, "-c", TIMED, str(HERE), str(args.frames)],
                                  env=env, capture_output=True, text=True)
-            result = run.stdout.strip() or f"failed: {run.stderr.strip().splitlines()[-1:]}"
+            last = (run.stderr.strip().splitlines() or ["no output"])[-1]
+            result = run.stdout.strip() or f"failed: {last}"
             print(f"{target:>16}: {result}", flush=True)
 
 
