@@ -135,72 +135,82 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
     computed here, row by row. ``row_bits``: None, or each row's pixels with gain bits to
     count while the row's counts are in cache (`row_above`).
     """
+    for band in prange(n_bands):
+        classify_band(np.int64(band), frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx,
+                      v, codes, row_counts, stores, corr, gs, thresholds, given, row_bits,
+                      n_bands)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def classify_band(band, frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
+                  row_counts, stores, corr, gs, thresholds, given, row_bits, n_bands):
+    """Band ``band`` of `classify_frame`: its rows' windows, decisions, stores and pushes,
+    computing each row's values ``ry`` rows ahead of classifying it."""
     ny, nx = v.shape
     ring = 2 * ry + 1
-    for band in prange(n_bands):
-        y0, y1 = band_rows(np.int64(band), n_bands, ny)
-        scratch = np.empty((4 + 2 * ring, nx), dtype=v.dtype)
-        thr, tot, m, x = scratch[0], scratch[1], scratch[2], scratch[3]
-        maxima = scratch[4:4 + ring]
-        # Each non-edge row's s / N from its values, for its push ry rows later.
-        resid = scratch[4 + ring:]
-        # Three taps a row: sum and maximum in one pass per window row (`add_three_taps`);
-        # wider: the maximum from each row's `row_max`, kept in the ring.
-        three = rx == 1 and nx >= 2
-        if not three:
-            for r in range(max(0, y0 - ry), min(ny, y0 + ry)):
+    y0, y1 = band_rows(band, n_bands, ny)
+    scratch = np.empty((4 + 2 * ring, nx), dtype=v.dtype)
+    thr, tot, m, x = scratch[0], scratch[1], scratch[2], scratch[3]
+    maxima = scratch[4:4 + ring]
+    # Each non-edge row's s / N from its values, for its push ry rows later.
+    resid = scratch[4 + ring:]
+    # Three taps a row: sum and maximum in one pass per window row (`add_three_taps`);
+    # wider: the maximum from each row's `row_max`, kept in the ring.
+    three = rx == 1 and nx >= 2
+    if not three:
+        for r in range(max(0, y0 - ry), min(ny, y0 + ry)):
+            row_max(v[r], rx, maxima[r % ring])
+    for i in range(y0, y1):
+        r = i + ry
+        if r < ny:
+            if not is_edge(r, y0, y1, ry):
+                value_resid_row(r, frame, off, s, N, v, corr, gs, resid[r % ring])
+            if not three:
                 row_max(v[r], rx, maxima[r % ring])
-        for i in range(y0, y1):
-            r = i + ry
-            if r < ny:
-                if not is_edge(r, y0, y1, ry):
-                    value_resid_row(r, frame, off, s, N, v, corr, gs, resid[r % ring])
-                if not three:
-                    row_max(v[r], rx, maxima[r % ring])
-            if row_bits is not None:
-                row_bits[i] = row_above(frame[i], ADC_LIMIT)
-            if not given:
-                thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr)
-            elif gs is not None:
-                thr[:] = thresholds[i]
-            if gs is not None:
-                kev_thresholds_row(gs[1], i, thr)
-            # A given row that keV leaves alone is read where it is, not copied.
-            th = thresholds[i] if given and gs is None else thr
-            if gs is None and ry == 1 and three and 0 < i < ny - 1:
-                # 3x3 inside the frame: the window and decision in one pass; the row's two
-                # end pixels tap by tap.
-                count = classify_three(v[i - 1], v[i], v[i], v[i + 1], th, c3, codes[i],
-                                       None, None)
-                for j in (0, nx - 1):
-                    t, mm = window_taps(v, i, j, -1, 1, 1, th[j] - th[j], v[i, j])
-                    code = classify(v[i, j], th[j], mm, t, c3)
-                    codes[i, j] = code
-                    count += is_store(code)
+        if row_bits is not None:
+            row_bits[i] = row_above(frame[i], ADC_LIMIT)
+        if not given:
+            thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr)
+        elif gs is not None:
+            thr[:] = thresholds[i]
+        if gs is not None:
+            kev_thresholds_row(gs[1], i, thr)
+        # A given row that keV leaves alone is read where it is, not copied.
+        th = thresholds[i] if given and gs is None else thr
+        if gs is None and ry == 1 and three and 0 < i < ny - 1:
+            # 3x3 inside the frame: the window and decision in one pass; the row's two
+            # end pixels tap by tap.
+            count = classify_three(v[i - 1], v[i], v[i], v[i + 1], th, c3, codes[i],
+                                   None, None)
+            for j in (0, nx - 1):
+                t, mm = window_taps(v, i, j, -1, 1, 1, th[j] - th[j], v[i, j])
+                code = classify(v[i, j], th[j], mm, t, c3)
+                codes[i, j] = code
+                count += is_store(code)
+        else:
+            tot[:] = 0
+            if three:
+                m[:] = v[i]
+                for a in range(max(-ry, -i), min(ry, ny - 1 - i) + 1):
+                    add_three_taps(v[i + a], tot, m)
             else:
-                tot[:] = 0
-                if three:
-                    m[:] = v[i]
-                    for a in range(max(-ry, -i), min(ry, ny - 1 - i) + 1):
-                        add_three_taps(v[i + a], tot, m)
-                else:
-                    window_max(maxima, i, ry, ny, m)
-                    for a in range(max(-ry, -i), min(ry, ny - 1 - i) + 1):
-                        add_taps(v[i + a], rx, tot)
-                count = 0
-                for j in range(nx):
-                    code = classify(v[i, j], th[j], m[j], tot[j], c3)
-                    if gs is not None:
-                        code = gated(code, gs[3][i, j])
-                    codes[i, j] = code
-                    count += is_store(code)
-            row_counts[i] = count
-            if count > 0:
-                list_stores(codes[i], stores[i])
-            if is_edge(i, y0, y1, ry):
-                push_row(i, codes, frame, off, s, s2, N, x, corr, gs, None)
-            else:
-                push_row(i, codes, frame, off, s, s2, N, x, corr, gs, resid[i % ring])
+                window_max(maxima, i, ry, ny, m)
+                for a in range(max(-ry, -i), min(ry, ny - 1 - i) + 1):
+                    add_taps(v[i + a], rx, tot)
+            count = 0
+            for j in range(nx):
+                code = classify(v[i, j], th[j], m[j], tot[j], c3)
+                if gs is not None:
+                    code = gated(code, gs[3][i, j])
+                codes[i, j] = code
+                count += is_store(code)
+        row_counts[i] = count
+        if count > 0:
+            list_stores(codes[i], stores[i])
+        if is_edge(i, y0, y1, ry):
+            push_row(i, codes, frame, off, s, s2, N, x, corr, gs, None)
+        else:
+            push_row(i, codes, frame, off, s, s2, N, x, corr, gs, resid[i % ring])
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -316,7 +326,7 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
             _, gain, adc, status, _, row_flagged, out_flagged = gs
             out_flagged[f] = decode_frame(frames[f], gain, adc, status, row_flagged)
             classify_raw(adc, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                         codes, thresholds, row_counts, stores, cm, gs, None, n_bands)
+                         codes, thresholds, row_counts, stores, cm, gs, None, scratch)
         total = 0
         for i in range(ny):
             row_start[i] = total

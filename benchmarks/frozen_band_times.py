@@ -1,0 +1,167 @@
+"""Where a frame of the frozen finder's `classify_frame` goes on many threads: each band's
+start, length and end inside the parallel region, read from the time-stamp counter.
+
+    python benchmarks/frozen_band_times.py [--frames 200] [--threads 1 8 16] [--sizes 3 9]
+
+`frozen_regions.py` times the region as a whole, from Python: the slowest band, the
+region's start and end and the dispatch together. Here the same band body
+(`aare_lab.finders._frozen.classify_band`) runs in a parallel loop of this script's, which
+reads the counter as each band starts and ends and which CPU ran it, so that a frame's
+region splits into
+
+- start: from the call to the first band's start, and the spread of the bands' starts;
+- band: each band's own time, against the same band's on one thread (the bands run one
+  after another there, ``--threads 1``); and
+- wait: from the last band's end to the return.
+
+Each thread count also runs with every band on one thread (``1x<n>``): the bands' own
+cost with no parallel run beside them. The frames are the simulated MÖNCH run of
+``frozen_scaling.py`` (400x400, ~2300 photons a frame, fixed noise, float64); the clusters
+are checked against ``find``'s. Prints medians over the frames, best of the repeats, in µs,
+and each band's own median length (band 0 runs on the calling thread), and how many CPUs
+the busiest-moving band ran on over the frames.
+"""
+import argparse
+import ctypes
+import time
+
+import numba
+import numpy as np
+from frozen_scaling import moench_run
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from aare_lab import FrozenFinder
+from aare_lab.detector.arith import zero_offsets
+from aare_lab.finders._frozen import classify_band, fixed_thresholds, load_edges, write_frame
+from aare_lab.model.params import INTEGER_WINDOW_DTYPES
+
+_libc = ctypes.CDLL(None)
+sched_getcpu = _libc.sched_getcpu
+sched_getcpu.restype, sched_getcpu.argtypes = ctypes.c_int, []
+
+
+@intrinsic
+def _cycles(typingctx):
+    def codegen(context, builder, signature, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(64), []),
+                                            "llvm.readcyclecounter")
+        return builder.call(fn, [])
+    return types.int64(), codegen
+
+
+@njit(nogil=True)
+def cycles():
+    """The time-stamp counter (constant rate on these hosts: ``constant_tsc``)."""
+    return _cycles()
+
+
+@njit(parallel=True, nogil=True, error_model="numpy")
+def timed_classify(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
+                   row_counts, stores, thresholds, n_bands, marks):
+    """`classify_frame` without common mode or gain bits, each band's start and end
+    counter and CPU in ``marks[band]``."""
+    for b in prange(n_bands):
+        band = np.int64(b)
+        marks[band, 0] = _cycles()
+        classify_band(band, frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
+                      codes, row_counts, stores, None, None, thresholds, fixed, None, n_bands)
+        marks[band, 1] = _cycles()
+        marks[band, 2] = sched_getcpu()
+
+
+def cycles_per_us():
+    c0, t0 = cycles(), time.perf_counter()
+    time.sleep(0.2)
+    return (cycles() - c0) / (time.perf_counter() - t0) / 1e6
+
+
+def band_marks(finder, frames, n_bands):
+    """Per frame: the call's start and end counter and each band's start, end and CPU."""
+    off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx = finder._kernel_args()
+    off = zero_offsets(off)
+    v, codes, counts, start = finder._v, finder._codes, finder._row_counts, finder._row_start
+    stores = np.empty(v.shape, np.int32)
+    thresholds = np.empty_like(v)
+    fixed_thresholds(s, s2, rms_fixed, N, nsig, thresholds)
+    dtype = finder.spec.window_dtype
+    rounded = dtype in INTEGER_WINDOW_DTYPES
+    room = 2 * len(frames) * v.size // 50
+    win = np.ones((room, *finder.spec.cluster_size), dtype)
+    ys, xs = np.ones(room, np.int32), np.ones(room, np.int32)
+    calls = np.zeros((len(frames), 2), np.int64)
+    marks = np.zeros((len(frames), n_bands, 3), np.int64)
+    n_out = 0
+    for f, frame in enumerate(frames):
+        load_edges(frame, off, s, N, v, None, None, ry, n_bands)
+        calls[f, 0] = cycles()
+        timed_classify(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
+                       counts, stores, thresholds, n_bands, marks[f])
+        calls[f, 1] = cycles()
+        np.cumsum(counts, out=start)
+        kept = int(start[-1])
+        start -= counts
+        write_frame(v, counts, start, stores, kept, ry, rx, rounded, win, ys, xs, n_out)
+        n_out += kept
+    return calls, marks, (win[:n_out], ys[:n_out], xs[:n_out])
+
+
+def summary(calls, marks, per_us):
+    """Medians over the frames, in µs: start, start spread, band min/median/max, wait."""
+    begin, end = calls[:, :1], calls[:, 1]
+    starts, ends = marks[:, :, 0] - begin, marks[:, :, 1] - begin
+    lengths = marks[:, :, 1] - marks[:, :, 0]
+    rows = {"call": end - begin[:, 0], "first start": starts.min(1),
+            "start spread": starts.max(1) - starts.min(1), "band min": lengths.min(1),
+            "band median": np.median(lengths, 1), "band max": lengths.max(1),
+            "wait": (end - begin[:, 0]) - ends.max(1)}
+    return {k: float(np.median(x)) / per_us for k, x in rows.items()}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--frames", type=int, default=200)
+    parser.add_argument("--threads", type=int, nargs="+")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[3, 9])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    top = numba.config.NUMBA_NUM_THREADS
+    threads = args.threads or sorted({1, 2, 8, top} & set(range(1, top + 1)))
+    ped, frames, _ = moench_run(args.frames)
+    FrozenFinder(ped.copy(), 5.0, 3).find(frames[:2], progress=False)
+    per_us = cycles_per_us()
+    print(f"threading layer {numba.threading_layer()}, {top} threads, counter "
+          f"{per_us:.0f} MHz; µs a frame (median over {args.frames} frames, best of "
+          f"{args.repeats})", flush=True)
+    keys = ("call", "first start", "start spread", "band min", "band median", "band max",
+            "wait")
+    print(f"{'':14s}" + "".join(f"{k:>13s}" for k in keys) + "  CPUs a band")
+    for size in args.sizes:
+        expected = FrozenFinder(ped.copy(), 5.0, size).find(frames, progress=False)
+        for n in threads:
+            for run_threads in sorted({1, n}, reverse=True):
+                numba.set_num_threads(run_threads)
+                best, cpus, by_band = None, 0, None
+                for _ in range(args.repeats):
+                    finder = FrozenFinder(ped.copy(), 5.0, size, threads=run_threads)
+                    finder.warmup()
+                    calls, marks, (win, ys, xs) = band_marks(finder, frames, n)
+                    row = summary(calls, marks, per_us)
+                    if best is None or row["call"] < best["call"]:
+                        best = row
+                        cpus = max(len(set(marks[:, b, 2])) for b in range(n))
+                        by_band = np.median(marks[:, :, 1] - marks[:, :, 0], 0) / per_us
+                np.testing.assert_array_equal(win, expected["window"].values)
+                np.testing.assert_array_equal(ys, expected["y"].values)
+                np.testing.assert_array_equal(xs, expected["x"].values)
+                label = f"{size}x{size} {run_threads}x{n}" if run_threads != n else \
+                    f"{size}x{size} {n:2d} thr"
+                print(f"{label:14s}" + "".join(f"{best[k]:13.1f}" for k in keys) +
+                      f"  {cpus}", flush=True)
+                print(f"{'':14s}each band's median: " + " ".join(f"{t:.0f}" for t in by_band))
+
+
+if __name__ == "__main__":
+    main()
