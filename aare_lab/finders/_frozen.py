@@ -326,7 +326,7 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
             _, gain, adc, status, _, row_flagged, out_flagged = gs
             out_flagged[f] = decode_frame(frames[f], gain, adc, status, row_flagged)
             classify_raw(adc, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                         codes, thresholds, row_counts, stores, cm, gs, None, scratch)
+                         codes, thresholds, row_counts, stores, cm, gs, None, n_bands)
         total = 0
         for i in range(ny):
             row_start[i] = total
