@@ -2,13 +2,18 @@
 it is told to compile for other CPUs.
 
     python benchmarks/cpu_target.py [--frames 150] [default haswell sapphirerapids ...]
+    python benchmarks/cpu_target.py default/-prefer-256-bit znver4/+prefer-256-bit
 
 Prints Numba's CPU name and features (what LLVM tunes and vectorises for: a virtual
 machine that hides its CPU model may leave the name generic while the features stay) and
 the kernel's model name and vector flags; then, for each name given (``default``: Numba's
 own choice), a fresh process with ``NUMBA_CPU_NAME`` set and a cache of its own compiles
 the frozen finder and times ``find`` on one thread, 3x3, on the simulated MÖNCH run of
-``frozen_scaling.py`` (best of 4). The same clusters whatever the target: the finders use
+``frozen_scaling.py`` (best of 4). ``name/feature``: the CPU ``name`` (``default``: the
+host's) with this host's features and one more, ``NUMBA_CPU_FEATURES``: LLVM tunes its
+Intel AVX-512 CPUs to ``prefer-256-bit`` vectors and AMD's Zen 4 and 5 not, so
+``sapphirerapids/-prefer-256-bit`` and ``znver4/+prefer-256-bit`` tell what the vector
+width is worth. The same clusters whatever the target: the finders use
 no fast math, so every operation rounds as specified on any instruction set.
 """
 import argparse
@@ -40,6 +45,12 @@ print(f"compile {compile_s:5.1f} s, frozen 3x3 1 thread {len(frames) / best:6.0f
 '''
 
 
+def host_features():
+    """This host's CPU features as LLVM takes them (``+avx2,-avx512f,...``)."""
+    import llvmlite.binding as llvm
+    return llvm.get_host_cpu_features().flatten()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--frames", type=int, default=150)
@@ -61,13 +72,17 @@ def main():
     for target in args.targets:
         with tempfile.TemporaryDirectory() as cache:
             env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-            if target != "default":
-                env["NUMBA_CPU_NAME"] = target
+            name, _, feature = target.partition("/")
+            if name != "default":
+                env["NUMBA_CPU_NAME"] = name
+            if feature:
+                env["NUMBA_CPU_NAME"] = env.get("NUMBA_CPU_NAME", info.get("CPU Name"))
+                env["NUMBA_CPU_FEATURES"] = f"{host_features()},{feature}"
             run = subprocess.run([sys.executable, "-c", TIMED, str(HERE), str(args.frames)],
                                  env=env, capture_output=True, text=True)
             last = (run.stderr.strip().splitlines() or ["no output"])[-1]
             result = run.stdout.strip() or f"failed: {last}"
-            print(f"{target:>16}: {result}", flush=True)
+            print(f"{target:>28}: {result}", flush=True)
 
 
 if __name__ == "__main__":
