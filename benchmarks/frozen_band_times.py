@@ -47,6 +47,7 @@ from aare_lab.finders._frozen import (
     fixed_thresholds,
     load_edges,
     next_band,
+    share_counters,
     write_frame,
 )
 from aare_lab.model.params import INTEGER_WINDOW_DTYPES
@@ -77,7 +78,7 @@ def timed_classify(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
     """`classify_frame` without common mode or gain bits, each band's start and end
     counter, CPU and thread in ``marks[band]``."""
     n_bands, n_tasks = bands
-    taken = np.zeros(n_tasks, np.int64)
+    taken = share_counters(n_tasks)
     for t in prange(n_tasks):
         task = np.int64(t)
         band = next_band(taken, task, n_bands)

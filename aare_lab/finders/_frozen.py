@@ -40,7 +40,7 @@ from aare_lab.detector.arith import (
     zero_offsets,
 )
 
-from ._atomics import take
+from ._atomics import COUNTER_STRIDE, peek, take
 from ._buffers import reserve
 from ._common_mode import corrections, estimate_parallel
 from ._decision import (
@@ -77,16 +77,25 @@ def band_rows(band, n_bands, ny):
 def next_band(taken, task, n_bands):
     """The next band of ``n_bands`` for thread ``task``, or -1 once none is left: its own
     bands first (the same rows every frame, which stay in its core's caches), then those
-    of the threads after it not yet taken. ``taken[t]`` counts the bands of thread ``t``'s
-    own, an even share in order (`band_rows`), handed out so far."""
-    n_tasks = len(taken)
+    of the threads after it not yet taken. ``taken[t * COUNTER_STRIDE]`` counts the bands
+    of thread ``t``'s own, an even share in order (`band_rows`), handed out so far
+    (`share_counters`)."""
+    n_tasks = len(taken) // COUNTER_STRIDE
     for step in range(n_tasks):
         owner = (task + step) % n_tasks
         b0, b1 = band_rows(owner, n_tasks, n_bands)
-        k = take(taken, owner)
-        if k < b1 - b0:
-            return b0 + k
+        at = owner * COUNTER_STRIDE
+        if peek(taken, at) < b1 - b0:
+            k = take(taken, at)
+            if k < b1 - b0:
+                return b0 + k
     return -1
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def share_counters(n_tasks):
+    """`next_band`'s counters for ``n_tasks`` threads, none taken."""
+    return np.zeros(n_tasks * COUNTER_STRIDE, np.int64)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -118,7 +127,7 @@ def load_edges(frame, off, s, N, v, corr, gs, ry, bands):
     how many bands and threads (`band_count`), the bands taken as in `classify_frame`."""
     ny = v.shape[0]
     n_bands, n_tasks = bands
-    taken = np.zeros(n_tasks, np.int64)
+    taken = share_counters(n_tasks)
     for task in prange(n_tasks):
         band = next_band(taken, np.int64(task), n_bands)
         while band >= 0:
@@ -162,7 +171,7 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
     count while the row's counts are in cache (`row_above`).
     """
     n_bands, n_tasks = bands
-    taken = np.zeros(n_tasks, np.int64)
+    taken = share_counters(n_tasks)
     for task in prange(n_tasks):
         band = next_band(taken, np.int64(task), n_bands)
         while band >= 0:
@@ -272,7 +281,7 @@ def write_frame(v, row_counts, row_start, stores, kept, ry, rx, round_values,
     `classify_frame`."""
     ny = v.shape[0]
     n_bands, n_tasks = bands
-    taken = np.zeros(n_tasks, np.int64)
+    taken = share_counters(n_tasks)
     for task in prange(n_tasks):
         band = next_band(taken, np.int64(task), n_bands)
         while band >= 0:
