@@ -1,30 +1,25 @@
 """Where a frame of the frozen finder's `classify_frame` goes on many threads: each band's
-start, length and end inside the parallel region, read from the time-stamp counter, and
-what each thread took.
+start, length and end inside the parallel region, read from the time-stamp counter.
 
     python benchmarks/frozen_band_times.py [--frames 200] [--threads 1 8 16] [--sizes 3 9]
-        [--bands-per-thread 1 4]
 
-`frozen_regions.py` times the region as a whole, from Python: the slowest thread, the
+`frozen_regions.py` times the region as a whole, from Python: the slowest band, the
 region's start and end and the dispatch together. Here the same band body
-(`aare_lab.finders._frozen.classify_band`) runs in a parallel loop of this script's that
-shares the bands out as `classify_frame` does (each thread its own bands first, then
-those of others not yet taken, `next_band`) and reads the counter as each band starts and ends, and which CPU ran it, so
-that a frame's region splits into
+(`aare_lab.finders._frozen.classify_band`) runs in a parallel loop of this script's, which
+reads the counter as each band starts and ends and which CPU ran it, so that a frame's
+region splits into
 
-- start: from the call to the first band's start;
-- band: each band's own time, against the same bands' with every band on one thread
-  (``1x<n>``, no parallel run beside them);
-- busy: each thread's bands together (its fewest and most), and how many bands a thread
-  took (fewest and most); and
+- start: from the call to the first band's start, and the spread of the bands' starts;
+- band: each band's own time, against the same band's on one thread (the bands run one
+  after another there, ``--threads 1``); and
 - wait: from the last band's end to the return.
 
-``--bands-per-thread`` sets `aare_lab.finders._frozen.BANDS_PER_THREAD` for `band_count`
-(1: one band a thread, as the finder had before it shared bands out). The frames are the
-simulated MÖNCH run of ``frozen_scaling.py`` (400x400, ~2300 photons a frame, fixed noise,
-float64); the clusters are checked against ``find``'s. Prints medians over the frames,
-best of the repeats, in µs, and each CPU's median band length where a band ran on it
-(the cores of a virtual machine need not be alike).
+Each thread count also runs with every band on one thread (``1x<n>``): the bands' own
+cost with no parallel run beside them. The frames are the simulated MÖNCH run of
+``frozen_scaling.py`` (400x400, ~2300 photons a frame, fixed noise, float64); the clusters
+are checked against ``find``'s. Prints medians over the frames, best of the repeats, in µs,
+and each band's own median length (band 0 runs on the calling thread), and how many CPUs
+the busiest-moving band ran on over the frames.
 """
 import argparse
 import ctypes
@@ -40,16 +35,7 @@ from numba.extending import intrinsic
 
 from aare_lab import FrozenFinder
 from aare_lab.detector.arith import zero_offsets
-from aare_lab.finders import _frozen
-from aare_lab.finders._frozen import (
-    band_count,
-    classify_band,
-    fixed_thresholds,
-    load_edges,
-    next_band,
-    share_counters,
-    write_frame,
-)
+from aare_lab.finders._frozen import classify_band, fixed_thresholds, load_edges, write_frame
 from aare_lab.model.params import INTEGER_WINDOW_DTYPES
 
 _libc = ctypes.CDLL(None)
@@ -74,23 +60,16 @@ def cycles():
 
 @njit(parallel=True, nogil=True, error_model="numpy")
 def timed_classify(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                   row_counts, stores, thresholds, bands, marks):
+                   row_counts, stores, thresholds, n_bands, marks):
     """`classify_frame` without common mode or gain bits, each band's start and end
-    counter, CPU and thread in ``marks[band]``."""
-    n_bands, n_tasks = bands
-    taken = share_counters(n_tasks)
-    for t in prange(n_tasks):
-        task = np.int64(t)
-        band = next_band(taken, task, n_bands)
-        while band >= 0:
-            marks[band, 0] = _cycles()
-            classify_band(band, frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                          codes, row_counts, stores, None, None, thresholds, fixed, None,
-                          n_bands)
-            marks[band, 1] = _cycles()
-            marks[band, 2] = sched_getcpu()
-            marks[band, 3] = task
-            band = next_band(taken, task, n_bands)
+    counter and CPU in ``marks[band]``."""
+    for b in prange(n_bands):
+        band = np.int64(b)
+        marks[band, 0] = _cycles()
+        classify_band(band, frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
+                      codes, row_counts, stores, None, None, thresholds, fixed, None, n_bands)
+        marks[band, 1] = _cycles()
+        marks[band, 2] = sched_getcpu()
 
 
 def cycles_per_us():
@@ -99,9 +78,8 @@ def cycles_per_us():
     return (cycles() - c0) / (time.perf_counter() - t0) / 1e6
 
 
-def band_marks(finder, frames, bands, run_threads):
-    """Per frame: the call's start and end counter and each band's start, end, CPU and
-    thread; the bands as ``bands`` (`band_count`), taken by ``run_threads`` threads."""
+def band_marks(finder, frames, n_bands):
+    """Per frame: the call's start and end counter and each band's start, end and CPU."""
     off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx = finder._kernel_args()
     off = zero_offsets(off)
     v, codes, counts, start = finder._v, finder._codes, finder._row_counts, finder._row_start
@@ -114,47 +92,32 @@ def band_marks(finder, frames, bands, run_threads):
     win = np.ones((room, *finder.spec.cluster_size), dtype)
     ys, xs = np.ones(room, np.int32), np.ones(room, np.int32)
     calls = np.zeros((len(frames), 2), np.int64)
-    marks = np.zeros((len(frames), bands[0], 4), np.int64)
-    taken = (bands[0], run_threads)
+    marks = np.zeros((len(frames), n_bands, 3), np.int64)
     n_out = 0
     for f, frame in enumerate(frames):
-        load_edges(frame, off, s, N, v, None, None, ry, taken)
+        load_edges(frame, off, s, N, v, None, None, ry, n_bands)
         calls[f, 0] = cycles()
         timed_classify(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                       counts, stores, thresholds, taken, marks[f])
+                       counts, stores, thresholds, n_bands, marks[f])
         calls[f, 1] = cycles()
         np.cumsum(counts, out=start)
         kept = int(start[-1])
         start -= counts
-        write_frame(v, counts, start, stores, kept, ry, rx, rounded, win, ys, xs, n_out, taken)
+        write_frame(v, counts, start, stores, kept, ry, rx, rounded, win, ys, xs, n_out)
         n_out += kept
     return calls, marks, (win[:n_out], ys[:n_out], xs[:n_out])
 
 
-def summary(calls, marks, per_us, threads):
-    """Medians over the frames, in µs (and bands): start, band min/median/max, each
-    thread's busy time and bands (fewest, most), wait."""
+def summary(calls, marks, per_us):
+    """Medians over the frames, in µs: start, start spread, band min/median/max, wait."""
     begin, end = calls[:, :1], calls[:, 1]
     starts, ends = marks[:, :, 0] - begin, marks[:, :, 1] - begin
     lengths = marks[:, :, 1] - marks[:, :, 0]
-    task = marks[:, :, 3]
-    busy = np.stack([np.where(task == t, lengths, 0).sum(1) for t in range(threads)], 1)
-    taken = np.stack([(task == t).sum(1) for t in range(threads)], 1)
     rows = {"call": end - begin[:, 0], "first start": starts.min(1),
-            "band min": lengths.min(1), "band median": np.median(lengths, 1),
-            "band max": lengths.max(1), "busy min": busy.min(1), "busy max": busy.max(1),
+            "start spread": starts.max(1) - starts.min(1), "band min": lengths.min(1),
+            "band median": np.median(lengths, 1), "band max": lengths.max(1),
             "wait": (end - begin[:, 0]) - ends.max(1)}
-    out = {k: float(np.median(x)) / per_us for k, x in rows.items()}
-    out["bands min"] = float(np.median(taken.min(1)))
-    out["bands max"] = float(np.median(taken.max(1)))
-    return out
-
-
-def by_cpu(marks, per_us):
-    """Each CPU's median band length, in µs, over the bands it ran."""
-    lengths = (marks[:, :, 1] - marks[:, :, 0]).ravel() / per_us
-    cpus = marks[:, :, 2].ravel()
-    return {int(c): float(np.median(lengths[cpus == c])) for c in np.unique(cpus)}
+    return {k: float(np.median(x)) / per_us for k, x in rows.items()}
 
 
 def main():
@@ -162,8 +125,6 @@ def main():
     parser.add_argument("--frames", type=int, default=200)
     parser.add_argument("--threads", type=int, nargs="+")
     parser.add_argument("--sizes", type=int, nargs="+", default=[3, 9])
-    parser.add_argument("--bands-per-thread", type=int, nargs="+",
-                        default=[_frozen.BANDS_PER_THREAD])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     top = numba.config.NUMBA_NUM_THREADS
@@ -174,37 +135,32 @@ def main():
     print(f"threading layer {numba.threading_layer()}, {top} threads, counter "
           f"{per_us:.0f} MHz; µs a frame (median over {args.frames} frames, best of "
           f"{args.repeats})", flush=True)
-    keys = ("call", "first start", "band min", "band median", "band max", "busy min",
-            "busy max", "wait", "bands min", "bands max")
-    print(f"{'':22s}" + "".join(f"{k:>12s}" for k in keys))
+    keys = ("call", "first start", "start spread", "band min", "band median", "band max",
+            "wait")
+    print(f"{'':14s}" + "".join(f"{k:>13s}" for k in keys) + "  CPUs a band")
     for size in args.sizes:
         expected = FrozenFinder(ped.copy(), 5.0, size).find(frames, progress=False)
-        ry = (size - 1) // 2
         for n in threads:
-            for per_thread in args.bands_per_thread if n > 1 else [1]:
-                _frozen.BANDS_PER_THREAD = per_thread
-                bands = band_count(ped.frame_shape[0], ry, n)
-                for run_threads in sorted({1, n}, reverse=True):
-                    numba.set_num_threads(run_threads)
-                    best, cpus = None, None
-                    for _ in range(args.repeats):
-                        finder = FrozenFinder(ped.copy(), 5.0, size, threads=run_threads)
-                        finder.warmup()
-                        calls, marks, (win, ys, xs) = band_marks(finder, frames, bands,
-                                                                 run_threads)
-                        row = summary(calls, marks, per_us, run_threads)
-                        if best is None or row["call"] < best["call"]:
-                            best, cpus = row, by_cpu(marks, per_us)
-                    np.testing.assert_array_equal(win, expected["window"].values)
-                    np.testing.assert_array_equal(ys, expected["y"].values)
-                    np.testing.assert_array_equal(xs, expected["x"].values)
-                    label = (f"{size}x{size} {run_threads}x{bands[0]} bands"
-                             if run_threads != n else f"{size}x{size} {n}thr {bands[0]} bands")
-                    print(f"{label:22s}" + "".join(f"{best[k]:12.1f}" for k in keys),
-                          flush=True)
-                    if run_threads > 1:
-                        print(f"{'':22s}median band by CPU: " +
-                              " ".join(f"{c}:{t:.0f}" for c, t in cpus.items()), flush=True)
+            for run_threads in sorted({1, n}, reverse=True):
+                numba.set_num_threads(run_threads)
+                best, cpus, by_band = None, 0, None
+                for _ in range(args.repeats):
+                    finder = FrozenFinder(ped.copy(), 5.0, size, threads=run_threads)
+                    finder.warmup()
+                    calls, marks, (win, ys, xs) = band_marks(finder, frames, n)
+                    row = summary(calls, marks, per_us)
+                    if best is None or row["call"] < best["call"]:
+                        best = row
+                        cpus = max(len(set(marks[:, b, 2])) for b in range(n))
+                        by_band = np.median(marks[:, :, 1] - marks[:, :, 0], 0) / per_us
+                np.testing.assert_array_equal(win, expected["window"].values)
+                np.testing.assert_array_equal(ys, expected["y"].values)
+                np.testing.assert_array_equal(xs, expected["x"].values)
+                label = f"{size}x{size} {run_threads}x{n}" if run_threads != n else \
+                    f"{size}x{size} {n:2d} thr"
+                print(f"{label:14s}" + "".join(f"{best[k]:13.1f}" for k in keys) +
+                      f"  {cpus}", flush=True)
+                print(f"{'':14s}each band's median: " + " ".join(f"{t:.0f}" for t in by_band))
 
 
 if __name__ == "__main__":

@@ -20,13 +20,7 @@ from frozen_scaling import moench_run
 
 from aare_lab import FrozenFinder
 from aare_lab.detector.arith import zero_offsets
-from aare_lab.finders._frozen import (
-    band_count,
-    classify_frame,
-    fixed_thresholds,
-    load_edges,
-    write_frame,
-)
+from aare_lab.finders._frozen import classify_frame, fixed_thresholds, load_edges, write_frame
 from aare_lab.model.params import INTEGER_WINDOW_DTYPES
 
 REGIONS = ("load_edges", "classify_frame", "write_frame", "empty write_frame")
@@ -40,7 +34,7 @@ def region_times(finder, frames, n_threads):
     stores = np.empty(v.shape, np.int32)
     thresholds = np.empty_like(v)
     fixed_thresholds(s, s2, rms_fixed, N, nsig, thresholds)
-    bands = band_count(v.shape[0], ry, n_threads)
+    n_bands = min(n_threads, v.shape[0])
     dtype = finder.spec.window_dtype
     rounded = dtype in INTEGER_WINDOW_DTYPES
     room = 2 * len(frames) * v.size // 50
@@ -54,19 +48,18 @@ def region_times(finder, frames, n_threads):
     no_clusters = np.zeros_like(counts)
     for f, frame in enumerate(frames):
         t0 = time.perf_counter()
-        load_edges(frame, off, s, N, v, None, None, ry, bands)
+        load_edges(frame, off, s, N, v, None, None, ry, n_bands)
         t1 = time.perf_counter()
         classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                       counts, stores, None, None, thresholds, fixed, None, bands)
+                       counts, stores, None, None, thresholds, fixed, None, n_bands)
         t2 = time.perf_counter()
         np.cumsum(counts, out=start)
         kept = int(start[-1])
         start -= counts
         t3 = time.perf_counter()
-        write_frame(v, counts, start, stores, kept, ry, rx, rounded, win, ys, xs, n_out, bands)
+        write_frame(v, counts, start, stores, kept, ry, rx, rounded, win, ys, xs, n_out)
         t4 = time.perf_counter()
-        write_frame(v, no_clusters, start, stores, 0, ry, rx, rounded, win, ys, xs, n_out,
-                    bands)
+        write_frame(v, no_clusters, start, stores, 0, ry, rx, rounded, win, ys, xs, n_out)
         t5 = time.perf_counter()
         times[f] = t1 - t0, t2 - t1, t4 - t3, t5 - t4
         n_out += kept

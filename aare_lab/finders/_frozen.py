@@ -28,7 +28,7 @@ Twin: ``kernels/frozen.cu`` implements the same frame step on the GPU.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import get_num_threads, njit, prange
 
 from aare_lab.detector._gain_bit_loops import row_above
 from aare_lab.detector.arith import (
@@ -40,7 +40,6 @@ from aare_lab.detector.arith import (
     zero_offsets,
 )
 
-from ._atomics import COUNTER_STRIDE, peek, take
 from ._buffers import reserve
 from ._common_mode import corrections, estimate_parallel
 from ._decision import (
@@ -74,31 +73,6 @@ def band_rows(band, n_bands, ny):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def next_band(taken, task, n_bands):
-    """The next band of ``n_bands`` for thread ``task``, or -1 once none is left: its own
-    bands first (the same rows every frame, which stay in its core's caches), then those
-    of the threads after it not yet taken. ``taken[t * COUNTER_STRIDE]`` counts the bands
-    of thread ``t``'s own, an even share in order (`band_rows`), handed out so far
-    (`share_counters`)."""
-    n_tasks = len(taken) // COUNTER_STRIDE
-    for step in range(n_tasks):
-        owner = (task + step) % n_tasks
-        b0, b1 = band_rows(owner, n_tasks, n_bands)
-        at = owner * COUNTER_STRIDE
-        if peek(taken, at) < b1 - b0:
-            k = take(taken, at)
-            if k < b1 - b0:
-                return b0 + k
-    return -1
-
-
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def share_counters(n_tasks):
-    """`next_band`'s counters for ``n_tasks`` threads, none taken."""
-    return np.zeros(n_tasks * COUNTER_STRIDE, np.int64)
-
-
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def is_edge(i, y0, y1, ry):
     """Whether row ``i`` of band ``y0..y1-1`` is one of its first or last ``ry`` rows: the
     rows whose values a neighbouring band's windows read (`load_edges`)."""
@@ -122,20 +96,14 @@ def value_resid_row(i, frame, off, s, N, v, corr, gs, resid):
 
 
 @njit(**PARALLEL)
-def load_edges(frame, off, s, N, v, corr, gs, ry, bands):
-    """The values of every band's edge rows, before any band pushes a pixel; ``bands``:
-    how many bands and threads (`band_count`), the bands taken as in `classify_frame`."""
+def load_edges(frame, off, s, N, v, corr, gs, ry, n_bands):
+    """The values of every band's edge rows, before any band pushes a pixel."""
     ny = v.shape[0]
-    n_bands, n_tasks = bands
-    taken = share_counters(n_tasks)
-    for task in prange(n_tasks):
-        band = next_band(taken, np.int64(task), n_bands)
-        while band >= 0:
-            y0, y1 = band_rows(band, n_bands, ny)
-            for i in range(y0, y1):
-                if is_edge(i, y0, y1, ry):
-                    value_row(i, frame, off, s, N, v, corr, gs)
-            band = next_band(taken, np.int64(task), n_bands)
+    for band in prange(n_bands):
+        y0, y1 = band_rows(np.int64(band), n_bands, ny)
+        for i in range(y0, y1):
+            if is_edge(i, y0, y1, ry):
+                value_row(i, frame, off, s, N, v, corr, gs)
 
 
 @njit(**PARALLEL)
@@ -149,15 +117,12 @@ def fixed_thresholds(s, s2, rms_fixed, N, nsig, out):
 
 @njit(**PARALLEL)
 def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                   row_counts, stores, corr, gs, thresholds, given, row_bits, bands):
+                   row_counts, stores, corr, gs, thresholds, given, row_bits, n_bands):
     """Classify every pixel, push QUIET_UPDATE pixels (corrected by ``corr``), count stores
     (``row_counts``) and list their columns (``stores[i, :row_counts[i]]``).
 
-    The frame is cut into bands of rows (``bands``: how many, and how many threads take
-    them, `band_count`), after `load_edges`; each thread takes its own bands, then those
-    of others not yet taken (`next_band`), so that a thread on a slower or busier core
-    leaves some of its own to the others (which thread runs a band changes nothing in
-    it). A band walks its rows once: the values of row ``i + ry`` (unless an edge row), then
+    The frame is cut into ``n_bands`` bands of rows, one task each, after `load_edges`.
+    A band walks its rows once: the values of row ``i + ry`` (unless an edge row), then
     row ``i``'s windows, decision and push, so that each row's state is read while it is
     in cache. 3x3 windows inside the frame take `classify_three`, other 3-wide ones
     `add_three_taps`; wider windows the maximum from the `row_max` of their rows (the
@@ -170,15 +135,10 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
     computed here, row by row. ``row_bits``: None, or each row's pixels with gain bits to
     count while the row's counts are in cache (`row_above`).
     """
-    n_bands, n_tasks = bands
-    taken = share_counters(n_tasks)
-    for task in prange(n_tasks):
-        band = next_band(taken, np.int64(task), n_bands)
-        while band >= 0:
-            classify_band(band, frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                          codes, row_counts, stores, corr, gs, thresholds, given, row_bits,
-                          n_bands)
-            band = next_band(taken, np.int64(task), n_bands)
+    for band in prange(n_bands):
+        classify_band(np.int64(band), frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx,
+                      v, codes, row_counts, stores, corr, gs, thresholds, given, row_bits,
+                      n_bands)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -275,25 +235,18 @@ def window_max(maxima, i, ry, ny, m):
 
 @njit(**PARALLEL)
 def write_frame(v, row_counts, row_start, stores, kept, ry, rx, round_values,
-                win, ys, xs, n_out, bands):
+                win, ys, xs, n_out):
     """Write the first ``kept`` clusters of the frame in raster order from row ``n_out``:
-    row ``i``'s at the columns ``stores[i, :row_counts[i]]``, band by band as in
-    `classify_frame`."""
+    row ``i``'s at the columns ``stores[i, :row_counts[i]]``."""
     ny = v.shape[0]
-    n_bands, n_tasks = bands
-    taken = share_counters(n_tasks)
-    for task in prange(n_tasks):
-        band = next_band(taken, np.int64(task), n_bands)
-        while band >= 0:
-            y0, y1 = band_rows(band, n_bands, ny)
-            for i in range(y0, y1):
-                k0 = row_start[i]
-                for c in range(min(row_counts[i], kept - k0)):
-                    j = stores[i, c]
-                    store_window(v, i, j, ry, rx, round_values, win, n_out + k0 + c)
-                    ys[n_out + k0 + c] = i
-                    xs[n_out + k0 + c] = j
-            band = next_band(taken, np.int64(task), n_bands)
+    for row in prange(ny):
+        i = np.int64(row)
+        k0 = row_start[i]
+        for c in range(min(row_counts[i], kept - k0)):
+            j = stores[i, c]
+            store_window(v, i, j, ry, rx, round_values, win, n_out + k0 + c)
+            ys[n_out + k0 + c] = i
+            xs[n_out + k0 + c] = j
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -311,19 +264,18 @@ def estimate_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, labels, f, c
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def classify_raw(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                 thresholds, row_counts, stores, cm, gs, row_bits, bands):
+                 thresholds, row_counts, stores, cm, gs, row_bits, n_bands):
     """Frame ``f``'s values (common mode with ``cm``, keV with ``gs``), codes and pushes,
-    in bands of rows (``bands``, `band_count`); with ``row_bits``, its rows' pixels with
-    gain bits.
+    in ``n_bands`` bands of rows; with ``row_bits``, its rows' pixels with gain bits.
 
     ``frame`` holds the counts, or with ``gs`` the ADC values `decode_frame` wrote;
     ``thresholds`` those of `fixed_thresholds` with fixed noise, else scratch.
     """
     if cm is None:
-        load_edges(frame, off, s, N, v, None, gs, ry, bands)
+        load_edges(frame, off, s, N, v, None, gs, ry, n_bands)
         classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
                        codes, row_counts, stores, None, gs, thresholds, fixed, row_bits,
-                       bands)
+                       n_bands)
     else:
         thr, corr = cm[6], cm[7]
         if gs is None:
@@ -331,16 +283,16 @@ def classify_raw(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
         else:
             estimate_labels(cm[0], gs[3], gs[4])
             estimate_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, gs[4], f, cm)
-        load_edges(frame, off, s, N, v, corr, gs, ry, bands)
+        load_edges(frame, off, s, N, v, corr, gs, ry, n_bands)
         classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                       codes, row_counts, stores, corr, gs, thr, True, row_bits, bands)
+                       codes, row_counts, stores, corr, gs, thr, True, row_bits, n_bands)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
                   round_values, v, codes, thresholds, row_counts, row_start,
                   win, ys, xs, n_out, n_found, n_kept, map_slot, maps, cm, gs, gain_bits,
-                  row_bits, bands):
+                  row_bits, n_bands):
     """Run the frozen model over ``frames`` (n, ny, nx), advancing the pedestal in place.
 
     Clusters are appended to ``win``/``ys``/``xs`` from row ``n_out`` on, in raster
@@ -354,8 +306,8 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
     fills). Returns the (possibly reallocated) buffers and the new row count.
     ``gain_bits``: None, or the per-frame count of pixels with gain bits to fill (frames
     read as counts, without ``gs``); ``row_bits`` the per-row scratch it is summed from,
-    None where ``gain_bits`` is. ``bands``: how many bands of rows, and how many threads
-    take them (`band_count`).
+    None where ``gain_bits`` is. ``n_bands``: bands of rows (`classify_frame`), one per
+    thread.
     """
     nf, ny = frames.shape[:2]
     stores = np.empty(v.shape, np.int32)
@@ -367,14 +319,14 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
     for f in range(nf):
         if gs is None:
             classify_raw(frames[f], f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                         codes, thresholds, row_counts, stores, cm, None, row_bits, bands)
+                         codes, thresholds, row_counts, stores, cm, None, row_bits, n_bands)
             if gain_bits is not None:
                 gain_bits[f] = row_bits.sum()
         else:
             _, gain, adc, status, _, row_flagged, out_flagged = gs
             out_flagged[f] = decode_frame(frames[f], gain, adc, status, row_flagged)
             classify_raw(adc, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                         codes, thresholds, row_counts, stores, cm, gs, None, bands)
+                         codes, thresholds, row_counts, stores, cm, gs, None, n_bands)
         total = 0
         for i in range(ny):
             row_start[i] = total
@@ -385,7 +337,7 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
         win, ys, xs = reserve(win, ys, xs, n_out, n_out + kept,
                               (n_out + kept) * nf // (f + 1))
         write_frame(v, row_counts, row_start, stores, kept, ry, rx, round_values,
-                    win, ys, xs, n_out, bands)
+                    win, ys, xs, n_out)
         n_out += kept
         if map_slot[f] >= 0:
             maps[map_slot[f]] = codes
@@ -393,31 +345,11 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
 
 
 def frozen_chunk(frames, off, *args):
-    """`frozen_frames` without reading ``off`` where it is all 0 (`zero_offsets`)."""
-    return frozen_frames(frames, zero_offsets(off), *args)
-
-
-#: A band has at least this many rows, and `BAND_ROWS_PER_RADIUS` per row of the window's
-#: radius: its first and last ``ry`` rows get their values apart (`load_edges`) and are
-#: divided again for their push, and a wider window's band fills its ring of row maxima
-#: afresh, so thin bands cost more than they balance.
-MIN_BAND_ROWS = 8
-BAND_ROWS_PER_RADIUS = 4
-#: Bands a thread at most: enough that a thread on a slower or busier core takes fewer.
-BANDS_PER_THREAD = 4
-
-
-def band_count(ny, ry, threads):
-    """How many bands of rows to cut frames of ``ny`` rows into, for windows of radius
-    ``ry`` on ``threads`` threads, and how many threads take them: one band on one thread;
-    on more, up to `BANDS_PER_THREAD` each where the bands stay thick enough, and at least
-    one each.
+    """`frozen_frames` in one band of rows per thread of Numba's (`numba.get_num_threads`),
+    without reading ``off`` where it is all 0 (`zero_offsets`).
 
     Called from Python: a compiled function that asks for the thread count could not be
     cached on disk.
     """
-    threads = min(threads, ny)
-    if threads == 1:
-        return 1, 1
-    rows = max(MIN_BAND_ROWS, BAND_ROWS_PER_RADIUS * ry)
-    return max(threads, min(BANDS_PER_THREAD * threads, ny // rows)), threads
+    return frozen_frames(frames, zero_offsets(off), *args,
+                         min(get_num_threads(), frames.shape[1]))

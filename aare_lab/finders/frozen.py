@@ -3,7 +3,7 @@
 import numba
 import numpy as np
 
-from ._frozen import band_count, frozen_chunk
+from ._frozen import frozen_chunk
 from .base import CpuFinder
 
 
@@ -40,15 +40,12 @@ class FrozenFinder(CpuFinder):
     def _run(self, frames, *, cap, round_values, win, ys, xs, n_found, n_kept,
              map_slot, maps, cm, gs, gain_bits):
         previous = numba.get_num_threads()
-        threads = self.threads or max_threads()
-        numba.set_num_threads(threads)
-        bands = band_count(self.pedestal.frame_shape[0], self.spec.radius[0], threads)
+        numba.set_num_threads(self.threads or max_threads())
         try:
             return frozen_chunk(frames, *self._kernel_args(), cap, round_values,
                                 self._v, self._codes, self._thresholds, self._row_counts,
                                 self._row_start,
                                 win, ys, xs, 0, n_found, n_kept, map_slot, maps, cm, gs,
-                                gain_bits, None if gain_bits is None else self._row_bits,
-                                bands)
+                                gain_bits, None if gain_bits is None else self._row_bits)
         finally:
             numba.set_num_threads(previous)
