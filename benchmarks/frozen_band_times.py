@@ -27,6 +27,7 @@ import time
 
 import numba
 import numpy as np
+from frozen_regions import step_state
 from frozen_scaling import moench_run
 from llvmlite import ir
 from numba import njit, prange, types
@@ -34,9 +35,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from aare_lab import FrozenFinder
-from aare_lab.detector.arith import zero_offsets
-from aare_lab.finders._frozen import classify_band, fixed_thresholds, load_edges, write_frame
-from aare_lab.model.params import INTEGER_WINDOW_DTYPES
+from aare_lab.finders._frozen import classify_band, load_edges, write_frame
 
 _libc = ctypes.CDLL(None)
 sched_getcpu = _libc.sched_getcpu
@@ -80,17 +79,9 @@ def cycles_per_us():
 
 def band_marks(finder, frames, n_bands):
     """Per frame: the call's start and end counter and each band's start, end and CPU."""
-    off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx = finder._kernel_args()
-    off = zero_offsets(off)
+    args, stores, thresholds, rounded, (win, ys, xs) = step_state(finder, len(frames))
+    off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx = args
     v, codes, counts, start = finder._v, finder._codes, finder._row_counts, finder._row_start
-    stores = np.empty(v.shape, np.int32)
-    thresholds = np.empty_like(v)
-    fixed_thresholds(s, s2, rms_fixed, N, nsig, thresholds)
-    dtype = finder.spec.window_dtype
-    rounded = dtype in INTEGER_WINDOW_DTYPES
-    room = 2 * len(frames) * v.size // 50
-    win = np.ones((room, *finder.spec.cluster_size), dtype)
-    ys, xs = np.ones(room, np.int32), np.ones(room, np.int32)
     calls = np.zeros((len(frames), 2), np.int64)
     marks = np.zeros((len(frames), n_bands, 3), np.int64)
     n_out = 0

@@ -26,24 +26,30 @@ from aare_lab.model.params import INTEGER_WINDOW_DTYPES
 REGIONS = ("load_edges", "classify_frame", "write_frame", "empty write_frame")
 
 
-def region_times(finder, frames, n_threads):
-    """Microseconds of each region for every frame, and the clusters found."""
+def step_state(finder, n_frames):
+    """What the frame step's regions take for ``finder``, as `frozen_frames` has them: its
+    kernel arguments (``off`` None where all 0), the stores' scratch, the chunk's fixed
+    thresholds, whether windows are rounded, and output buffers with room for ``n_frames``
+    busy frames, written before any clock starts, as the finder's own are after its first
+    chunk (fresh pages would charge their faults to ``write_frame``)."""
     off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx = finder._kernel_args()
-    off = zero_offsets(off)
-    v, codes, counts, start = finder._v, finder._codes, finder._row_counts, finder._row_start
-    stores = np.empty(v.shape, np.int32)
+    v = finder._v
     thresholds = np.empty_like(v)
     fixed_thresholds(s, s2, rms_fixed, N, nsig, thresholds)
-    n_bands = min(n_threads, v.shape[0])
     dtype = finder.spec.window_dtype
-    rounded = dtype in INTEGER_WINDOW_DTYPES
-    room = 2 * len(frames) * v.size // 50
-    # Written once before the clock starts, as the finder's own buffers are after its
-    # first chunk: fresh pages would charge their faults to write_frame.
-    win = np.zeros((room, *finder.spec.cluster_size), dtype)
-    ys, xs = np.zeros(room, np.int32), np.zeros(room, np.int32)
-    for buffer in (win, ys, xs):
-        buffer.fill(1)
+    room = 2 * n_frames * v.size // 50
+    out = (np.ones((room, *finder.spec.cluster_size), dtype), np.ones(room, np.int32),
+           np.ones(room, np.int32))
+    return ((zero_offsets(off), s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx),
+            np.empty(v.shape, np.int32), thresholds, dtype in INTEGER_WINDOW_DTYPES, out)
+
+
+def region_times(finder, frames, n_threads):
+    """Microseconds of each region for every frame, and the clusters found."""
+    args, stores, thresholds, rounded, (win, ys, xs) = step_state(finder, len(frames))
+    off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx = args
+    v, codes, counts, start = finder._v, finder._codes, finder._row_counts, finder._row_start
+    n_bands = min(n_threads, v.shape[0])
     times, n_out = np.zeros((len(frames), len(REGIONS))), 0
     no_clusters = np.zeros_like(counts)
     for f, frame in enumerate(frames):
