@@ -23,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import llvmlite.binding as llvm
 from numba.misc.numba_sysinfo import get_sysinfo
 
 HERE = Path(__file__).resolve().parent
@@ -43,12 +44,6 @@ for _ in range(4):
     best = min(best, time.perf_counter() - t)
 print(f"compile {compile_s:5.1f} s, frozen 3x3 1 thread {len(frames) / best:6.0f} frames/s")
 '''
-
-
-def host_features():
-    """This host's CPU features as LLVM takes them (``+avx2,-avx512f,...``)."""
-    import llvmlite.binding as llvm
-    return llvm.get_host_cpu_features().flatten()
 
 
 def main():
@@ -76,8 +71,7 @@ def main():
             if name != "default":
                 env["NUMBA_CPU_NAME"] = name
             if feature:
-                env["NUMBA_CPU_NAME"] = env.get("NUMBA_CPU_NAME", info.get("CPU Name"))
-                env["NUMBA_CPU_FEATURES"] = f"{host_features()},{feature}"
+                env["NUMBA_CPU_FEATURES"] = f"{llvm.get_host_cpu_features().flatten()},{feature}"
             run = subprocess.run([sys.executable, "-c", TIMED, str(HERE), str(args.frames)],
                                  env=env, capture_output=True, text=True)
             last = (run.stderr.strip().splitlines() or ["no output"])[-1]

@@ -312,10 +312,7 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
     nf, ny = frames.shape[:2]
     stores = np.empty(v.shape, np.int32)
     if fixed and nf > 0:
-        if cm is None:
-            fixed_thresholds(s, s2, rms_fixed, N, nsig, thresholds)
-        else:
-            fixed_thresholds(s, s2, rms_fixed, N, nsig, cm[6])
+        fixed_thresholds(s, s2, rms_fixed, N, nsig, thresholds if cm is None else cm[6])
     for f in range(nf):
         if gs is None:
             classify_raw(frames[f], f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
