@@ -14,8 +14,10 @@ region splits into
   after another there, ``--threads 1``); and
 - wait: from the last band's end to the return.
 
-Each thread count also runs with every band on one thread (``1x<n>``): the bands' own
-cost with no parallel run beside them. The frames are the simulated MÖNCH run of
+Each thread count runs with even bands (``thr``) and with bands cut again after each frame
+by their lengths, as the finder cuts them (``bal``, `aare_lab.finders._bands`; each band's
+median rows printed too), and with the even bands one after another on one thread
+(``1x<n>``): the bands' own cost with no parallel run beside them. The frames are the simulated MÖNCH run of
 ``frozen_scaling.py`` (400x400, ~2300 photons a frame, fixed noise, float64); the clusters
 are checked against ``find``'s. Prints medians over the frames, best of the repeats, in µs,
 and each band's own median length (band 0 runs on the calling thread), and how many CPUs
@@ -35,6 +37,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from aare_lab import FrozenFinder
+from aare_lab.finders._bands import even_bands, rebalance
 from aare_lab.finders._frozen import classify_band, load_edges, write_frame
 
 _libc = ctypes.CDLL(None)
@@ -59,14 +62,14 @@ def cycles():
 
 @njit(parallel=True, nogil=True, error_model="numpy")
 def timed_classify(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                   row_counts, stores, thresholds, n_bands, marks):
+                   row_counts, stores, thresholds, bounds, marks):
     """`classify_frame` without common mode or gain bits, each band's start and end
     counter and CPU in ``marks[band]``."""
-    for b in prange(n_bands):
+    for b in prange(len(bounds) - 1):
         band = np.int64(b)
         marks[band, 0] = _cycles()
         classify_band(band, frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                      codes, row_counts, stores, None, None, thresholds, fixed, None, n_bands)
+                      codes, row_counts, stores, None, None, thresholds, fixed, None, bounds)
         marks[band, 1] = _cycles()
         marks[band, 2] = sched_getcpu()
 
@@ -77,26 +80,35 @@ def cycles_per_us():
     return (cycles() - c0) / (time.perf_counter() - t0) / 1e6
 
 
-def band_marks(finder, frames, n_bands):
-    """Per frame: the call's start and end counter and each band's start, end and CPU."""
+def band_marks(finder, frames, n_bands, balanced):
+    """Per frame: the call's start and end counter and each band's start, end and CPU; and
+    each band's rows. ``balanced``: the bands cut again after each frame by their lengths,
+    as the finder cuts them (`_bands.rebalance`), else even."""
     args, stores, thresholds, rounded, (win, ys, xs) = step_state(finder, len(frames))
     off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx = args
     v, codes, counts, start = finder._v, finder._codes, finder._row_counts, finder._row_start
     calls = np.zeros((len(frames), 2), np.int64)
     marks = np.zeros((len(frames), n_bands, 3), np.int64)
+    rows = np.zeros((len(frames), n_bands), np.int64)
+    bands = even_bands(n_bands, v.shape[0])
+    bounds, ticks, _ = bands
     n_out = 0
     for f, frame in enumerate(frames):
-        load_edges(frame, off, s, N, v, None, None, ry, n_bands)
+        rows[f] = np.diff(bounds)
+        load_edges(frame, off, s, N, v, None, None, ry, bounds)
         calls[f, 0] = cycles()
         timed_classify(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                       counts, stores, thresholds, n_bands, marks[f])
+                       counts, stores, thresholds, bounds, marks[f])
         calls[f, 1] = cycles()
+        if balanced:
+            ticks[:] = marks[f, :, 1] - marks[f, :, 0]
+            rebalance(*bands)
         np.cumsum(counts, out=start)
         kept = int(start[-1])
         start -= counts
         write_frame(v, counts, start, stores, kept, ry, rx, rounded, win, ys, xs, n_out)
         n_out += kept
-    return calls, marks, (win[:n_out], ys[:n_out], xs[:n_out])
+    return calls, marks, rows, (win[:n_out], ys[:n_out], xs[:n_out])
 
 
 def summary(calls, marks, per_us):
@@ -132,27 +144,33 @@ def main():
     for size in args.sizes:
         expected = FrozenFinder(ped.copy(), 5.0, size).find(frames, progress=False)
         for n in threads:
-            for run_threads in sorted({1, n}, reverse=True):
+            # n threads with even bands and with balanced ones; the even bands one after
+            # another on one thread.
+            runs = [(n, False), (n, True), (1, False)] if n > 1 else [(1, False)]
+            for run_threads, balanced in runs:
                 numba.set_num_threads(run_threads)
-                best, cpus, by_band = None, 0, None
+                best, cpus, by_band, band_rows = None, 0, None, None
                 for _ in range(args.repeats):
                     finder = FrozenFinder(ped.copy(), 5.0, size, threads=run_threads)
                     finder.warmup()
-                    calls, marks, (win, ys, xs) = band_marks(finder, frames, n)
+                    calls, marks, rows, (win, ys, xs) = band_marks(finder, frames, n, balanced)
                     row = summary(calls, marks, per_us)
                     if best is None or row["call"] < best["call"]:
                         best = row
                         cpus = max(len(set(marks[:, b, 2])) for b in range(n))
                         by_band = np.median(marks[:, :, 1] - marks[:, :, 0], 0) / per_us
+                        band_rows = np.median(rows, 0)
                 np.testing.assert_array_equal(win, expected["window"].values)
                 np.testing.assert_array_equal(ys, expected["y"].values)
                 np.testing.assert_array_equal(xs, expected["x"].values)
-                label = f"{size}x{size} {run_threads}x{n}" if run_threads != n else \
-                    f"{size}x{size} {n:2d} thr"
+                label = (f"{size}x{size} {run_threads}x{n}" if run_threads != n else
+                         f"{size}x{size} {n:2d} {'bal' if balanced else 'thr'}")
                 print(f"{label:14s}" + "".join(f"{best[k]:13.1f}" for k in keys) +
                       f"  {cpus}", flush=True)
                 print(f"{'':14s}each band's median: " + " ".join(f"{t:.0f}" for t in by_band))
-
+                if balanced:
+                    print(f"{'':14s}each band's rows:   " +
+                          " ".join(f"{r:.0f}" for r in band_rows))
 
 if __name__ == "__main__":
     main()

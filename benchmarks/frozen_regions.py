@@ -20,6 +20,7 @@ from frozen_scaling import moench_run
 
 from aare_lab import FrozenFinder
 from aare_lab.detector.arith import zero_offsets
+from aare_lab.finders._bands import even_bands, rebalance
 from aare_lab.finders._frozen import classify_frame, fixed_thresholds, load_edges, write_frame
 from aare_lab.model.params import INTEGER_WINDOW_DTYPES
 
@@ -49,16 +50,18 @@ def region_times(finder, frames, n_threads):
     args, stores, thresholds, rounded, (win, ys, xs) = step_state(finder, len(frames))
     off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx = args
     v, codes, counts, start = finder._v, finder._codes, finder._row_counts, finder._row_start
-    n_bands = min(n_threads, v.shape[0])
+    bands = even_bands(min(n_threads, v.shape[0]), v.shape[0])
+    bounds, ticks, _ = bands
     times, n_out = np.zeros((len(frames), len(REGIONS))), 0
     no_clusters = np.zeros_like(counts)
     for f, frame in enumerate(frames):
         t0 = time.perf_counter()
-        load_edges(frame, off, s, N, v, None, None, ry, n_bands)
+        load_edges(frame, off, s, N, v, None, None, ry, bounds)
         t1 = time.perf_counter()
         classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                       counts, stores, None, None, thresholds, fixed, None, n_bands)
+                       counts, stores, None, None, thresholds, fixed, None, bounds, ticks)
         t2 = time.perf_counter()
+        rebalance(*bands)
         np.cumsum(counts, out=start)
         kept = int(start[-1])
         start -= counts

@@ -3,9 +3,10 @@
 Each pixel's QUIET_UPDATE is applied to the pedestal state right after its row is
 classified, but classification reads only ``v``, filled from the frame-start state, and
 the row's own thresholds, taken before its update; so no read sees an update of the same
-frame. The frame is cut into bands of rows, one per thread (`classify_frame`): first every
-band's edge rows get their values (`load_edges`), the rows a neighbouring band's windows
-read, before any band pushes a pixel; then each band walks its rows once, computing a
+frame. The frame is cut into bands of rows, one per thread (`classify_frame`), each as
+long as its thread's rate so far allows (`_bands`): first every band's edge rows get their
+values (`load_edges`), the rows a neighbouring band's windows read, before any band pushes
+a pixel; then each band walks its rows once, computing a
 row's values ``ry`` rows ahead of classifying it, so that a row's state is read from
 memory once per frame. Per-row intermediates live in small scratch rows that stay in
 cache; only ``v``, the codes, the stores' columns and the thresholds span the frame. A
@@ -28,7 +29,7 @@ Twin: ``kernels/frozen.cu`` implements the same frame step on the GPU.
 """
 
 import numpy as np
-from numba import get_num_threads, njit, prange
+from numba import njit, prange
 
 from aare_lab.detector._gain_bit_loops import row_above
 from aare_lab.detector.arith import (
@@ -40,6 +41,7 @@ from aare_lab.detector.arith import (
     zero_offsets,
 )
 
+from ._bands import band_rows, counter, rebalance
 from ._buffers import reserve
 from ._common_mode import corrections, estimate_parallel
 from ._decision import (
@@ -67,12 +69,6 @@ PARALLEL = {"cache": True, "nogil": True, "parallel": True, "error_model": "nump
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def band_rows(band, n_bands, ny):
-    """Rows ``y0..y1-1`` of band ``band`` of ``n_bands`` (contiguous, as even as may be)."""
-    return band * ny // n_bands, (band + 1) * ny // n_bands
-
-
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def is_edge(i, y0, y1, ry):
     """Whether row ``i`` of band ``y0..y1-1`` is one of its first or last ``ry`` rows: the
     rows whose values a neighbouring band's windows read (`load_edges`)."""
@@ -96,11 +92,11 @@ def value_resid_row(i, frame, off, s, N, v, corr, gs, resid):
 
 
 @njit(**PARALLEL)
-def load_edges(frame, off, s, N, v, corr, gs, ry, n_bands):
-    """The values of every band's edge rows, before any band pushes a pixel."""
-    ny = v.shape[0]
-    for band in prange(n_bands):
-        y0, y1 = band_rows(np.int64(band), n_bands, ny)
+def load_edges(frame, off, s, N, v, corr, gs, ry, bounds):
+    """The values of every band's edge rows, before any band pushes a pixel (band ``b``:
+    rows ``bounds[b]..bounds[b+1]-1``)."""
+    for band in prange(len(bounds) - 1):
+        y0, y1 = band_rows(bounds, np.int64(band))
         for i in range(y0, y1):
             if is_edge(i, y0, y1, ry):
                 value_row(i, frame, off, s, N, v, corr, gs)
@@ -117,11 +113,13 @@ def fixed_thresholds(s, s2, rms_fixed, N, nsig, out):
 
 @njit(**PARALLEL)
 def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                   row_counts, stores, corr, gs, thresholds, given, row_bits, n_bands):
+                   row_counts, stores, corr, gs, thresholds, given, row_bits, bounds, ticks):
     """Classify every pixel, push QUIET_UPDATE pixels (corrected by ``corr``), count stores
     (``row_counts``) and list their columns (``stores[i, :row_counts[i]]``).
 
-    The frame is cut into ``n_bands`` bands of rows, one task each, after `load_edges`.
+    The frame is cut into bands of rows, one task each (band ``b``: rows
+    ``bounds[b]..bounds[b+1]-1``), after `load_edges`; ``ticks[b]`` is band ``b``'s time
+    in counter ticks (`_bands.counter`), which `_bands.rebalance` cuts the next frame by.
     A band walks its rows once: the values of row ``i + ry`` (unless an edge row), then
     row ``i``'s windows, decision and push, so that each row's state is read while it is
     in cache. 3x3 windows inside the frame take `classify_three`, other 3-wide ones
@@ -135,20 +133,22 @@ def classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
     computed here, row by row. ``row_bits``: None, or each row's pixels with gain bits to
     count while the row's counts are in cache (`row_above`).
     """
-    for band in prange(n_bands):
-        classify_band(np.int64(band), frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx,
-                      v, codes, row_counts, stores, corr, gs, thresholds, given, row_bits,
-                      n_bands)
+    for b in prange(len(ticks)):
+        band = np.int64(b)
+        start = counter()
+        classify_band(band, frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
+                      codes, row_counts, stores, corr, gs, thresholds, given, row_bits, bounds)
+        ticks[band] = counter() - start
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def classify_band(band, frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                  row_counts, stores, corr, gs, thresholds, given, row_bits, n_bands):
+                  row_counts, stores, corr, gs, thresholds, given, row_bits, bounds):
     """Band ``band`` of `classify_frame`: its rows' windows, decisions, stores and pushes,
     computing each row's values ``ry`` rows ahead of classifying it."""
     ny, nx = v.shape
     ring = 2 * ry + 1
-    y0, y1 = band_rows(band, n_bands, ny)
+    y0, y1 = band_rows(bounds, band)
     scratch = np.empty((4 + 2 * ring, nx), dtype=v.dtype)
     thr, tot, m, x = scratch[0], scratch[1], scratch[2], scratch[3]
     maxima = scratch[4:4 + ring]
@@ -264,18 +264,20 @@ def estimate_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, labels, f, c
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def classify_raw(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
-                 thresholds, row_counts, stores, cm, gs, row_bits, n_bands):
+                 thresholds, row_counts, stores, cm, gs, row_bits, bands):
     """Frame ``f``'s values (common mode with ``cm``, keV with ``gs``), codes and pushes,
-    in ``n_bands`` bands of rows; with ``row_bits``, its rows' pixels with gain bits.
+    in the bands of rows of ``bands`` (`_bands.even_bands`); with ``row_bits``, its rows'
+    pixels with gain bits.
 
     ``frame`` holds the counts, or with ``gs`` the ADC values `decode_frame` wrote;
     ``thresholds`` those of `fixed_thresholds` with fixed noise, else scratch.
     """
+    bounds, ticks, _ = bands
     if cm is None:
-        load_edges(frame, off, s, N, v, None, gs, ry, n_bands)
+        load_edges(frame, off, s, N, v, None, gs, ry, bounds)
         classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
                        codes, row_counts, stores, None, gs, thresholds, fixed, row_bits,
-                       n_bands)
+                       bounds, ticks)
     else:
         thr, corr = cm[6], cm[7]
         if gs is None:
@@ -283,16 +285,17 @@ def classify_raw(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
         else:
             estimate_labels(cm[0], gs[3], gs[4])
             estimate_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, gs[4], f, cm)
-        load_edges(frame, off, s, N, v, corr, gs, ry, n_bands)
+        load_edges(frame, off, s, N, v, corr, gs, ry, bounds)
         classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                       codes, row_counts, stores, corr, gs, thr, True, row_bits, n_bands)
+                       codes, row_counts, stores, corr, gs, thr, True, row_bits, bounds,
+                       ticks)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
                   round_values, v, codes, thresholds, row_counts, row_start,
                   win, ys, xs, n_out, n_found, n_kept, map_slot, maps, cm, gs, gain_bits,
-                  row_bits, n_bands):
+                  row_bits, bands):
     """Run the frozen model over ``frames`` (n, ny, nx), advancing the pedestal in place.
 
     Clusters are appended to ``win``/``ys``/``xs`` from row ``n_out`` on, in raster
@@ -306,8 +309,9 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
     fills). Returns the (possibly reallocated) buffers and the new row count.
     ``gain_bits``: None, or the per-frame count of pixels with gain bits to fill (frames
     read as counts, without ``gs``); ``row_bits`` the per-row scratch it is summed from,
-    None where ``gain_bits`` is. ``n_bands``: bands of rows (`classify_frame`), one per
-    thread.
+    None where ``gain_bits`` is. ``bands``: the bands of rows (`classify_frame`) as
+    `_bands.even_bands` makes them, one a thread, cut again after every frame by the
+    threads' rates (`_bands.rebalance`).
     """
     nf, ny = frames.shape[:2]
     stores = np.empty(v.shape, np.int32)
@@ -316,14 +320,15 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
     for f in range(nf):
         if gs is None:
             classify_raw(frames[f], f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                         codes, thresholds, row_counts, stores, cm, None, row_bits, n_bands)
+                         codes, thresholds, row_counts, stores, cm, None, row_bits, bands)
             if gain_bits is not None:
                 gain_bits[f] = row_bits.sum()
         else:
             _, gain, adc, status, _, row_flagged, out_flagged = gs
             out_flagged[f] = decode_frame(frames[f], gain, adc, status, row_flagged)
             classify_raw(adc, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
-                         codes, thresholds, row_counts, stores, cm, gs, None, n_bands)
+                         codes, thresholds, row_counts, stores, cm, gs, None, bands)
+        rebalance(*bands)
         total = 0
         for i in range(ny):
             row_start[i] = total
@@ -342,11 +347,5 @@ def frozen_frames(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap
 
 
 def frozen_chunk(frames, off, *args):
-    """`frozen_frames` in one band of rows per thread of Numba's (`numba.get_num_threads`),
-    without reading ``off`` where it is all 0 (`zero_offsets`).
-
-    Called from Python: a compiled function that asks for the thread count could not be
-    cached on disk.
-    """
-    return frozen_frames(frames, zero_offsets(off), *args,
-                         min(get_num_threads(), frames.shape[1]))
+    """`frozen_frames` without reading ``off`` where it is all 0 (`zero_offsets`)."""
+    return frozen_frames(frames, zero_offsets(off), *args)

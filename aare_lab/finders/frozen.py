@@ -3,6 +3,7 @@
 import numba
 import numpy as np
 
+from ._bands import even_bands
 from ._frozen import frozen_chunk
 from .base import CpuFinder
 
@@ -36,16 +37,24 @@ class FrozenFinder(CpuFinder):
         self._row_start = np.zeros(ny, np.int64)
         self._row_bits = np.zeros(ny, np.int64)
         self._thresholds = np.empty(self.pedestal.frame_shape, self.pedestal.dtype)
+        self._bands = even_bands(1, ny)
 
     def _run(self, frames, *, cap, round_values, win, ys, xs, n_found, n_kept,
              map_slot, maps, cm, gs, gain_bits):
         previous = numba.get_num_threads()
-        numba.set_num_threads(self.threads or max_threads())
+        threads = self.threads or max_threads()
+        numba.set_num_threads(threads)
+        # One band of rows a thread; their cut, which follows the threads' rates, is kept
+        # from chunk to chunk while the thread count stays.
+        n_bands = min(threads, self.pedestal.frame_shape[0])
+        if len(self._bands[1]) != n_bands:
+            self._bands = even_bands(n_bands, self.pedestal.frame_shape[0])
         try:
             return frozen_chunk(frames, *self._kernel_args(), cap, round_values,
                                 self._v, self._codes, self._thresholds, self._row_counts,
                                 self._row_start,
                                 win, ys, xs, 0, n_found, n_kept, map_slot, maps, cm, gs,
-                                gain_bits, None if gain_bits is None else self._row_bits)
+                                gain_bits, None if gain_bits is None else self._row_bits,
+                                self._bands)
         finally:
             numba.set_num_threads(previous)
