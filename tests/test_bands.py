@@ -7,7 +7,7 @@ import platform
 import numpy as np
 import pytest
 
-from aare_lab.finders._bands import STEP, WEIGHT, counter, even_bands, rebalance
+from aare_lab.finders._bands import RISE, STEP, counter, even_bands, rebalance
 
 
 def frame(bounds, ticks, cost, per_row):
@@ -44,15 +44,29 @@ def test_one_slow_frame_moves_the_cost_by_a_bounded_step():
     assert bounds.tolist() == [0, 200, 400]
     # A band that lost its core for a moment: 100 times its time.
     frame(bounds, ticks, cost, [1000, 100_000])
-    assert cost[1] == pytest.approx(1000 * (1 + WEIGHT * (STEP - 1)))
+    assert cost[1] == pytest.approx(1000 * (1 + RISE * (STEP - 1)))
     assert bounds[1] == round(400 * (1 / 1000) / (1 / 1000 + 1 / cost[1]))
-    assert 200 < bounds[1] < 215
+    assert 200 < bounds[1] < 210
+    # The next frame at full rate takes the cost back down at once.
+    frame(bounds, ticks, cost, [1000, 1000])
+    assert cost.tolist() == [1000, 1000] and bounds.tolist() == [0, 200, 400]
+
+
+def test_a_faster_frame_lowers_the_cost_at_once():
+    bounds, ticks, cost = even_bands(2, 300)
+    frame(bounds, ticks, cost, [2000, 1000])
+    assert bounds.tolist() == [0, 100, 300]
+    frame(bounds, ticks, cost, [1000, 1000])
+    assert bounds.tolist() == [0, 150, 300]
 
 
 def test_the_cost_follows_a_lasting_change():
     bounds, ticks, cost = even_bands(2, 300)
     frame(bounds, ticks, cost, [1000, 1000])
-    for _ in range(60):
+    for _ in range(30):
+        frame(bounds, ticks, cost, [1000, 2000])
+    assert cost[1] == pytest.approx(2000, rel=0.15)
+    for _ in range(100):
         frame(bounds, ticks, cost, [1000, 2000])
     assert cost[1] == pytest.approx(2000, rel=1e-3)
     assert bounds.tolist() == [0, 200, 300]

@@ -27,11 +27,11 @@ from numba.extending import intrinsic
 #: Whether the cycle counter can be read (x86's time-stamp counter; AArch64's cycle counter
 #: traps in user space unless the kernel allows it).
 HAS_COUNTER = platform.machine().lower() in ("x86_64", "amd64")
-#: How much of a thread's cost a row each frame's band time makes: the cost follows over
-#: some ten frames.
-WEIGHT = 0.125
-#: The most one frame's band time can move the cost, as a factor either way: a band that
-#: lost its core for a moment (the host's other work) would otherwise move many rows.
+#: How far a slower frame moves a thread's cost a row towards its time: a thread whose
+#: core slows for good is followed within some twenty frames.
+RISE = 0.0625
+#: The most one frame can raise the cost, as a factor: a band that lost its core for a
+#: moment (the host's other work) is one slow frame, whose time says nothing of the next.
 STEP = 2.0
 
 
@@ -79,6 +79,12 @@ def rebalance(bounds, ticks, cost):
     """Fold the frame's band ``ticks`` into each thread's ``cost`` a row, and cut the rows
     again in proportion to the threads' rates (``1 / cost``), each band at least one row.
 
+    A thread's cost follows its fastest frames: it falls to any frame's lower time at once
+    and rises towards a higher one slowly, by a bounded step (`RISE`, `STEP`). A thread
+    that is preempted now and then runs most frames at its core's rate and stalls one;
+    were the cost a mean, its stalls would keep rows from it in the frames it runs at
+    full rate.
+
     A frame with a band of no ticks (no counter here, or a counter that went backwards
     between CPUs) leaves everything as it was.
     """
@@ -91,11 +97,10 @@ def rebalance(bounds, ticks, cost):
     total = 0.0
     for b in range(n):
         per_row = ticks[b] / (bounds[b + 1] - bounds[b])
-        if cost[b] == 0:
+        if cost[b] == 0 or per_row < cost[b]:
             cost[b] = per_row
         else:
-            per_row = min(max(per_row, cost[b] / STEP), cost[b] * STEP)
-            cost[b] += WEIGHT * (per_row - cost[b])
+            cost[b] += RISE * (min(per_row, cost[b] * STEP) - cost[b])
         total += 1.0 / cost[b]
     ny = bounds[n]
     share = 0.0
