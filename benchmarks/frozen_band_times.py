@@ -31,33 +31,15 @@ import numba
 import numpy as np
 from frozen_regions import step_state
 from frozen_scaling import moench_run
-from llvmlite import ir
-from numba import njit, prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit, prange
 
 from aare_lab import FrozenFinder
-from aare_lab.finders._bands import even_bands, rebalance
+from aare_lab.finders._bands import counter, even_bands, rebalance
 from aare_lab.finders._frozen import classify_band, load_edges, write_frame
 
 _libc = ctypes.CDLL(None)
 sched_getcpu = _libc.sched_getcpu
 sched_getcpu.restype, sched_getcpu.argtypes = ctypes.c_int, []
-
-
-@intrinsic
-def _cycles(typingctx):
-    def codegen(context, builder, signature, args):
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(64), []),
-                                            "llvm.readcyclecounter")
-        return builder.call(fn, [])
-    return types.int64(), codegen
-
-
-@njit(nogil=True)
-def cycles():
-    """The time-stamp counter (constant rate on these hosts: ``constant_tsc``)."""
-    return _cycles()
 
 
 @njit(parallel=True, nogil=True, error_model="numpy")
@@ -67,17 +49,17 @@ def timed_classify(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, 
     counter and CPU in ``marks[band]``."""
     for b in prange(len(bounds) - 1):
         band = np.int64(b)
-        marks[band, 0] = _cycles()
+        marks[band, 0] = counter()
         classify_band(band, frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
                       codes, row_counts, stores, None, None, thresholds, fixed, None, bounds)
-        marks[band, 1] = _cycles()
+        marks[band, 1] = counter()
         marks[band, 2] = sched_getcpu()
 
 
 def cycles_per_us():
-    c0, t0 = cycles(), time.perf_counter()
+    c0, t0 = counter(), time.perf_counter()
     time.sleep(0.2)
-    return (cycles() - c0) / (time.perf_counter() - t0) / 1e6
+    return (counter() - c0) / (time.perf_counter() - t0) / 1e6
 
 
 def band_marks(finder, frames, n_bands, balanced):
@@ -96,10 +78,10 @@ def band_marks(finder, frames, n_bands, balanced):
     for f, frame in enumerate(frames):
         rows[f] = np.diff(bounds)
         load_edges(frame, off, s, N, v, None, None, ry, bounds)
-        calls[f, 0] = cycles()
+        calls[f, 0] = counter()
         timed_classify(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v, codes,
                        counts, stores, thresholds, bounds, marks[f])
-        calls[f, 1] = cycles()
+        calls[f, 1] = counter()
         if balanced:
             ticks[:] = marks[f, :, 1] - marks[f, :, 0]
             rebalance(*bands)
