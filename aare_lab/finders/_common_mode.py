@@ -87,13 +87,16 @@ def mark_row(v, thr, labels, centres, candidates):
 @njit(cache=True, nogil=True, error_model="numpy")
 def near_candidates(candidates, i, column, near):
     """``near[j] = 1`` where a pixel of the 3x3 neighbourhood of ``(i, j)`` inside the
-    frame is a candidate; ``column`` is scratch (the rows ``i - 1 .. i + 1`` or'ed)."""
+    frame is a candidate; ``column`` is scratch (the rows ``i - 1 .. i + 1`` or'ed).
+
+    Element loops, not ``column |= row``: Numba's in-place array operators made this
+    0.09 ms a 400x400 frame against 0.016.
+    """
     ny, nx = candidates.shape
-    column[:] = candidates[i]
-    if i > 0:
-        column |= candidates[i - 1]
-    if i + 1 < ny:
-        column |= candidates[i + 1]
+    above, below = candidates[max(i - 1, 0)], candidates[min(i + 1, ny - 1)]
+    row = candidates[i]
+    for j in range(nx):
+        column[j] = above[j] | row[j] | below[j]
     for j in range(1, nx - 1):
         near[j] = column[j - 1] | column[j] | column[j + 1]
     near[0] = column[0] | (column[1] if nx > 1 else 0)

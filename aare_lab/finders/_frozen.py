@@ -49,6 +49,7 @@ from ._decision import (
     add_three_taps,
     classify,
     classify_three,
+    copy_row,
     is_store,
     list_stores,
     row_max,
@@ -172,7 +173,7 @@ def classify_band(band, frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx
         if not given:
             thresholds_row(s[i], s2[i], rms_fixed[i], fixed, N, nsig, thr)
         elif gs is not None:
-            thr[:] = thresholds[i]
+            copy_row(thresholds[i], thr)
         if gs is not None:
             kev_thresholds_row(gs[1], i, thr)
         # A given row that keV leaves alone is read where it is, not copied.
@@ -190,7 +191,7 @@ def classify_band(band, frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx
         else:
             tot[:] = 0
             if three:
-                m[:] = v[i]
+                copy_row(v[i], m)
                 for a in range(max(-ry, -i), min(ry, ny - 1 - i) + 1):
                     add_three_taps(v[i + a], tot, m)
             else:
@@ -225,7 +226,7 @@ def push_row(i, codes, frame, off, s, s2, N, x, corr, gs, resid):
 def window_max(maxima, i, ry, ny, m):
     """Row ``i``'s window maximum from the `row_max` of rows ``i-ry..i+ry`` in the frame."""
     ring = maxima.shape[0]
-    m[:] = maxima[i % ring]
+    copy_row(maxima[i % ring], m)
     for r in range(max(0, i - ry), min(ny, i + ry + 1)):
         if r != i:
             mr = maxima[r % ring]

@@ -47,6 +47,7 @@ from ._decision import (
     add_taps,
     classify,
     classify_three,
+    copy_row,
     is_store,
     list_stores,
     row_max,
@@ -200,20 +201,20 @@ def first_codes(v, i, new_v, thr, c3, ry, rx, sums, maxima, kept, codes, status)
     tot[:] = 0
     for r in range(top, i):
         add_taps(v[r], rx, tot)
-    above_t[:] = tot
+    copy_row(tot, above_t)
     add_tap_range(new_v, -rx, -1, tot)
     add_tap_range(v[i], 0, rx, tot)
     for r in range(i + 1, bottom + 1):
         add_taps(v[r], rx, tot)
-    above_m[:] = v[i]
+    copy_row(v[i], above_m)
     for r in range(top, i):
         fold_max(above_m, maxima[r % ring])
-    rest[:] = above_m
+    copy_row(above_m, rest)
     for b in range(1, min(rx, nx - 1) + 1):
         fold_max(rest[:nx - b], v[i, b:])
     for r in range(i + 1, bottom + 1):
         fold_max(rest, maxima[r % ring])
-    m[:] = rest
+    copy_row(rest, m)
     for b in range(1, min(rx, nx - 1) + 1):
         fold_max(m[b:], new_v)
     for j in range(nx):
