@@ -10,10 +10,10 @@ proportion to each thread's rate so far (`rebalance`). The cut changes nothing i
 result: every read of a frame sees the frame-start state whatever band a row is in
 (`_frozen`), and the clusters are written in raster order after the bands.
 
-Numba's OpenMP and workqueue layers give a ``prange`` over as many bands as threads one band
-to each thread, the same one every frame, so a band's rate is its thread's. The counter is
-read where it is cheap and unprivileged, on x86-64 (``rdtsc``); elsewhere it reads 0 and
-the bands stay even.
+Numba's OpenMP layer deals a ``prange`` over as many bands as threads statically, one band
+to each thread, the same one every frame, so a band's rate is its thread's (under TBB, which
+deals work dynamically, the cut is as good as even). The counter is read where it is cheap
+and unprivileged, on x86-64 (``rdtsc``); elsewhere it reads 0 and the bands stay even.
 """
 
 import platform

@@ -89,8 +89,8 @@ def near_candidates(candidates, i, column, near):
     """``near[j] = 1`` where a pixel of the 3x3 neighbourhood of ``(i, j)`` inside the
     frame is a candidate; ``column`` is scratch (the rows ``i - 1 .. i + 1`` or'ed).
 
-    Element loops, not ``column |= row``: Numba's in-place array operators made this
-    0.09 ms a 400x400 frame against 0.016.
+    Element loops: with a slice copy and ``|=`` on rows this took 0.09 ms a 400x400
+    frame against 0.016.
     """
     ny, nx = candidates.shape
     above, below = candidates[max(i - 1, 0)], candidates[min(i + 1, ny - 1)]

@@ -6,12 +6,11 @@ the row's own thresholds, taken before its update; so no read sees an update of 
 frame. The frame is cut into bands of rows, one per thread (`classify_frame`), each as
 long as its thread's rate so far allows (`_bands`): first every band's edge rows get their
 values (`load_edges`), the rows a neighbouring band's windows read, before any band pushes
-a pixel; then each band walks its rows once, computing a
-row's values ``ry`` rows ahead of classifying it, so that a row's state is read from
-memory once per frame. Per-row intermediates live in small scratch rows that stay in
-cache; only ``v``, the codes, the stores' columns and the thresholds span the frame. A
-``prange`` index is unsigned in Numba, so each parallel loop turns it into a signed one
-before any ``-i`` arithmetic.
+a pixel; then each band walks its rows once, computing a row's values ``ry`` rows ahead of
+classifying it, so that a row's state is read from memory once per frame. Per-row
+intermediates live in small scratch rows that stay in cache; only ``v``, the codes, the
+stores' columns and the thresholds span the frame. A ``prange`` index is unsigned in Numba,
+so each parallel loop turns it into a signed one before any ``-i`` arithmetic.
 
 With common mode (``cm`` not None) the frame-start values are computed twice: first
 plain, for the estimate (``_common_mode``), then corrected by the offset of each pixel's
