@@ -19,9 +19,9 @@ by their lengths, as the finder cuts them (``bal``, `aare_lab.finders._bands`; e
 median rows printed too), and with the even bands one after another on one thread
 (``1x<n>``): the bands' own cost with no parallel run beside them. The frames are the
 simulated MÖNCH run of ``frozen_scaling.py`` (400x400, ~2300 photons a frame, fixed noise,
-float64); the clusters are checked against ``find``'s. Prints medians over the frames, best of the repeats, in µs,
-and each band's own median length (band 0 runs on the calling thread), and how many CPUs
-the busiest-moving band ran on over the frames.
+float64); the clusters are checked against ``find``'s. Prints medians over the frames, best
+of the repeats, in µs, and each band's own median length (band 0 runs on the calling
+thread), and how many CPUs the busiest-moving band ran on over the frames.
 """
 import argparse
 import ctypes

@@ -52,7 +52,7 @@ for size in ("3x3", "5x3", "9x9", "3x7"):
                                   common_mode=cm)
             if fast is not None:
                 # One thread far faster than the seven others: bands of one row beside one
-                # of 16, kept so through the run (the cost moves by a bounded step a frame).
+                # of 16, kept so through the run (a cost rises by a bounded step a frame).
                 bounds, ticks, cost = even_bands(8, shape[0])
                 bounds[1:-1] = np.arange(1, 8) + (15 if fast == 0 else 0)
                 cost[:] = 1e9
@@ -61,8 +61,9 @@ for size in ("3x3", "5x3", "9x9", "3x7"):
             result = finder.find(inputs[1], branch_maps=True, progress=False)
             if fast is not None:
                 assert np.diff(finder._bands[0])[fast] > 10, finder._bands[0]
-            runs.append((result, ped.state()))
-        (first, state), found = runs[0], int(runs[0][0]["n_found"].sum())
+            label = f"{threads} threads" + ("" if fast is None else f", band {fast} fast")
+            runs.append((label, result, ped.state()))
+        (_, first, state), found = runs[0], int(runs[0][1]["n_found"].sum())
         assert found > 40, (size, found)
         if inputs[1] is flat:
             assert (first["n_found"] == shape[0] * shape[1]).all(), (size, cap)
@@ -73,13 +74,12 @@ for size in ("3x3", "5x3", "9x9", "3x7"):
             assert (centre == 1000).all(), (size, cap)
         if cap is not None:
             assert (first["n_found"] > first["n_kept"]).any(), (size, cap)
-        for threads, (other, other_state) in enumerate(runs[1:], 2):
-            threads = threads if threads <= 8 else f"8 (skewed {threads - 9})"
+        for label, other, other_state in runs[1:]:
             for name in ("frame_number", "y", "x", "window", "energy", "n_found", "n_kept",
                          "branch_map"):
                 np.testing.assert_array_equal(first[name], other[name],
                                               err_msg=f"{size} cap {cap} chunk {chunk} "
-                                              f"{threads} threads: {name}")
+                                              f"{label}: {name}")
             for key in ("s", "s2"):
                 np.testing.assert_array_equal(state[key], other_state[key])
         cases += 1
