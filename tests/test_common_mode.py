@@ -138,6 +138,27 @@ def test_a_photons_charge_sharing_tail_stays_out_of_the_estimate(model):
     assert result["window"].to_numpy()[0].tolist() == [[4, 4, 4], [4, 300, 4], [4, 4, 4]]
 
 
+@pytest.mark.parametrize("model", list(FINDERS))
+def test_tails_across_the_edges_of_row_blocks_stay_out(model):
+    """The frozen finder sums blocks of ROWS_PER_TASK rows apart: a photon on the last row
+    of one block (15) and on the first of another (32) must mask its tails in the block
+    beside it, and a corner photon the tails inside the frame only."""
+    from aare_lab.finders._common_mode import ROWS_PER_TASK
+
+    assert ROWS_PER_TASK == 16, "the photons below sit on the blocks' edges"
+    shape = (40, 6)
+    offset = np.zeros(shape, np.int64)
+    for y, x in ((15, 1), (32, 4), (0, 0), (39, 5)):
+        offset[max(y - 1, 0):y + 2, max(x - 1, 0):x + 2] = 4
+        offset[y, x] = 300
+    frames = (LEVEL + offset).astype(np.uint16)[np.newaxis]
+    result = FINDERS[model](flat_pedestal(shape), 5.0, 3,
+                            common_mode=np.zeros(shape, np.int32)).find(frames, progress=False)
+    assert result["common_mode"].to_numpy().tolist() == [[0.0]]
+    assert result["common_mode_pixels"].to_numpy().tolist() == [[240 - 9 - 9 - 4 - 4]]
+    assert result["y"].to_numpy().tolist() == [0, 15, 32, 39]
+
+
 def test_without_common_mode_the_same_frame_is_full_of_clusters():
     labels, frames = hand_built()
     result = FrozenFinder(flat_pedestal(labels.shape), 5.0, 3).find(frames, progress=False)

@@ -42,7 +42,7 @@ from aare_lab.detector.arith import (
 
 from ._bands import band_rows, counter, rebalance
 from ._buffers import reserve
-from ._common_mode import corrections, estimate_parallel
+from ._common_mode import corrections, estimate_parallel, label_repeats
 from ._decision import (
     add_taps,
     add_three_taps,
@@ -254,12 +254,11 @@ def estimate_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, labels, f, c
     """The frame's plain values and thresholds (into ``cm``'s scratch, where fixed noise
     has not put them for the chunk), its common-mode offsets into ``cm``'s outputs and its
     correction map."""
-    _, centre, sums, counts, task_sums, task_counts, thr, corr, candidates, out_c, out_n = cm
-    estimate_parallel(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, fixed, labels,
-                      centre, sums, counts, task_sums, task_counts, candidates)
+    _, repeats, centre, _, counts, _, _, corr, out_c, out_n = cm
+    estimate_parallel(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, fixed, labels, cm)
     out_c[f] = centre
     out_n[f] = counts
-    corrections(labels, centre, corr)
+    corrections(labels, repeats, centre, corr)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -284,6 +283,7 @@ def classify_raw(frame, f, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,
             estimate_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, cm[0], f, cm)
         else:
             estimate_labels(cm[0], gs[3], gs[4])
+            label_repeats(gs[4], cm[1])
             estimate_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, gs[4], f, cm)
         load_edges(frame, off, s, N, v, corr, gs, ry, bounds)
         classify_frame(frame, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, v,

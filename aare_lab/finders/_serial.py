@@ -41,7 +41,7 @@ from aare_lab.detector._gain_bit_loops import frame_above
 from aare_lab.detector.arith import G0, QUIET_UPDATE, pushed_row, row_of, values_row
 
 from ._buffers import reserve
-from ._common_mode import corrections, estimate_serial
+from ._common_mode import corrections, estimate_serial, label_repeats
 from ._decision import (
     add_tap_range,
     add_taps,
@@ -102,12 +102,11 @@ def serial_chunk(frames, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx, cap,
 @njit(cache=True, nogil=True, error_model="numpy")
 def serial_estimate(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, labels, f, cm):
     """Frame ``f``'s common-mode offsets into ``cm``'s outputs, and its corrected values."""
-    _, centre, sums, counts, _, _, thr_f, corr, candidates, out_c, out_n = cm
-    estimate_serial(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr_f, labels, centre,
-                    sums, counts, candidates)
+    _, repeats, centre, _, counts, _, _, corr, out_c, out_n = cm
+    estimate_serial(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, labels, cm)
     out_c[f] = centre
     out_n[f] = counts
-    corrections(labels, centre, corr)
+    corrections(labels, repeats, centre, corr)
     for i in range(frame.shape[0]):
         values_row(frame[i], off[i], s[i], N, v[i], corr[i])
 
@@ -135,6 +134,7 @@ def serial_frame(frame, f, nf, off, s, s2, rms_fixed, fixed, N, nsig, c3, ry, rx
         serial_estimate(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, cm[0], f, cm)
     else:
         estimate_labels(cm[0], gs[3], gs[4])
+        label_repeats(gs[4], cm[1])
         serial_estimate(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, gs[4], f, cm)
     if gs is not None:
         for i in range(ny):

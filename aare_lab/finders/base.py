@@ -39,7 +39,7 @@ from aare_lab.storage.destination import Destination
 from aare_lab.storage.result_store import DEFAULT_COMPRESSION, open_result
 
 from ._assembly import FileSink, MemorySink, RunTally
-from ._common_mode import ROWS_PER_TASK
+from ._common_mode import estimate_scratch
 from ._gain import calibration_arrays
 
 INITIAL_CLUSTER_ROWS = 4096
@@ -586,14 +586,7 @@ class CpuFinder(Finder):
         self._out = None
         self._cm_scratch = None
         if self._cm_labels is not None:
-            dt, regions = self.pedestal.dtype, region_count(self._cm_labels)
-            tasks = -(-shape[0] // ROWS_PER_TASK)
-            self._cm_scratch = (self._cm_labels, np.zeros(regions, dt),
-                                np.zeros(regions, np.int64), np.zeros(regions, np.int64),
-                                np.zeros((tasks, regions), np.int64),
-                                np.zeros((tasks, regions), np.int64),
-                                np.empty(shape, dt), np.empty(shape, dt),
-                                np.zeros(shape, np.uint8))
+            self._cm_scratch = estimate_scratch(self._cm_labels, self.pedestal.dtype)
         self._gs_scratch = None
         if self._calibration is not None:
             # Per frame: the ADC values, the pixel status, the estimate's labels, and the
@@ -652,7 +645,7 @@ class CpuFinder(Finder):
         win, ys, xs = self._buffers()
         cm = cm_c = cm_n = None
         if self._cm_scratch is not None:
-            regions = len(self._cm_scratch[1])
+            regions = len(self._cm_scratch[2])
             cm_c = np.zeros((n, regions), ped.dtype)
             cm_n = np.zeros((n, regions), np.int64)
             cm = (*self._cm_scratch, cm_c, cm_n)
