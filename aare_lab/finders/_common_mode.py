@@ -26,8 +26,8 @@ INV_SCALE = 1.0 / SCALE
 ROWS_PER_TASK = 16
 #: Rows whose integers a column sums in float64 before they go to its region as int64:
 #: ``|q| < 2**33`` (docs/algorithm.md), so any 2**19 of them add up exactly (< 2**52).
-#: Vector code converts no float64 to int64 on AVX2: the int64 sums per pixel took 2.3x
-#: as long as these.
+#: AVX2 has no vector conversion from float64 to int64: int64 sums per pixel went element
+#: by element.
 EXACT_ROWS = 2 ** 19
 
 
@@ -47,8 +47,8 @@ def estimate_scratch(labels, dtype):
     calibration the estimate reads each frame's G0 labels, and its finder remakes them);
     ``centre``, ``sums``, ``counts`` per region; ``tasks`` each block of `ROWS_PER_TASK`
     rows' own sums and rows of scratch (`second_pass_rows`), made once: allocating them
-    for every block took 30 us a 400x400 frame; ``thr``, ``corr`` maps of the frame's
-    thresholds and corrections.
+    for every block took about 30 us a 400x400 frame on the 2-core VM; ``thr`` and
+    ``corr`` maps of the frame's thresholds and corrections.
     """
     (ny, nx), regions = labels.shape, region_count(labels)
     n_tasks = -(-ny // ROWS_PER_TASK)
@@ -253,8 +253,8 @@ def region_means(sums, counts, centre):
 @njit(cache=True, nogil=True, error_model="numpy")
 def corrections(labels, repeats, centre, corr):
     """Each pixel's correction: its region's offset, 0 for an excluded pixel. A row with
-    the labels of the row above copies its corrections (gathering them took 0.1 ms a
-    400x400 frame, six times as long)."""
+    the labels of the row above copies its corrections (gathering every row took about
+    three times as long on a 400x400 frame)."""
     ny, nx = labels.shape
     for i in range(ny):
         if repeats[i]:
