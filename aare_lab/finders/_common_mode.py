@@ -81,8 +81,11 @@ def first_pass_rows(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, given,
                     repeats, centre, i0, i1, task):
     """Rows ``i0..i1-1``: the plain values ``v`` and, unless ``given`` (already in
     ``thr``), the thresholds ``thr`` from the frame-start state, and the first pass's sums
-    (``centre`` zeroed) into ``task`` (`task_of`), each row summed while it is in cache."""
-    _, _, columns, centres, marks = task
+    (``centre`` zeroed) into ``task`` (`task_of`, its sums zeroed first), each row summed
+    while it is in cache."""
+    sums, counts, columns, centres, marks = task
+    sums[:] = 0
+    counts[:] = 0
     near = marks[0]
     near[:] = 0
     first = i0
@@ -99,13 +102,15 @@ def first_pass_rows(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, given,
 def second_pass_rows(v, thr, labels, repeats, centre, i0, i1, task):
     """The second pass over rows ``i0..i1-1``: add the pixels with ``|v - centre[label]| <=
     thr`` and no candidate (`mark_candidates`) in their 3x3 neighbourhood to their
-    region's sum and count in ``task`` (`task_of`).
+    region's sum and count in ``task`` (`task_of`, its sums zeroed first).
 
     The candidates are marked one row ahead into a ring of three rows, rows ``i0 - 1`` and
     ``i1`` included, so that blocks of rows need nothing from each other.
     """
     ny = v.shape[0]
-    _, _, columns, centres, marks = task
+    sums, counts, columns, centres, marks = task
+    sums[:] = 0
+    counts[:] = 0
     near, column, ring = marks[0], marks[1], marks[2:]
     marked = -1
     for r in range(max(i0 - 1, 0), min(i0 + 1, ny)):
@@ -162,11 +167,12 @@ def mark_candidates(v, thr, labels, repeats, centre, i, last, centres, candidate
     """``candidates[j] = 1`` for the pixels of row ``i`` in a region with
     ``v - centre[label] > thr`` (photon candidates at the first pass's offsets), else 0.
     ``centres`` holds row ``last``'s (none if negative), gathered again unless that is the
-    row above with the same labels. Returns ``i``, whose centres ``centres`` then holds.
+    row above with the same labels (row 0 repeats none). Returns ``i``, whose centres
+    ``centres`` then holds.
 
     Twin: the candidates of ``kernels/frozen.cu``'s COMMON_MODE estimate.
     """
-    if last != i - 1 or last < 0 or not repeats[i]:
+    if last != i - 1 or not repeats[i]:
         gather_centres(labels[i], centre, centres)
     mark_row(v[i], thr[i], centres, candidates)
     return i
@@ -274,13 +280,9 @@ def estimate_serial(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, labels, cm)
     ny = v.shape[0]
     task = task_of(tasks, 0)
     centre[:] = 0
-    task[0][:] = 0
-    task[1][:] = 0
     first_pass_rows(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, False, labels,
                     repeats, centre, 0, ny, task)
     task_means(tasks[0][:1], tasks[1][:1], sums, counts, centre)
-    task[0][:] = 0
-    task[1][:] = 0
     second_pass_rows(v, thr, labels, repeats, centre, 0, ny, task)
     task_means(tasks[0][:1], tasks[1][:1], sums, counts, centre)
 
@@ -296,8 +298,6 @@ def estimate_parallel(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, given, la
     for k in prange(n_tasks):
         t = np.int64(k)
         task = task_of(tasks, t)
-        task[0][:] = 0
-        task[1][:] = 0
         i0 = t * ROWS_PER_TASK
         first_pass_rows(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, thr, given,
                         labels, repeats, centre, i0, min(i0 + ROWS_PER_TASK, ny), task)
@@ -305,8 +305,6 @@ def estimate_parallel(frame, off, s, s2, rms_fixed, fixed, N, nsig, v, given, la
     for k in prange(n_tasks):
         t = np.int64(k)
         task = task_of(tasks, t)
-        task[0][:] = 0
-        task[1][:] = 0
         i0 = t * ROWS_PER_TASK
         second_pass_rows(v, thr, labels, repeats, centre, i0, min(i0 + ROWS_PER_TASK, ny),
                          task)
